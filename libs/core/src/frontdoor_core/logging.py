@@ -1,0 +1,104 @@
+"""structlog JSON logging with request context and a redaction processor.
+
+The redaction processor runs before any renderer, so no sink sees a credential:
+values under sensitive keys are replaced whatever their shape, and credential-shaped
+substrings (JWTs, ``Bearer``/``DPoP`` values, Frontdoor API keys, webhook secrets) are
+masked inside any other string.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from collections.abc import Mapping, MutableMapping
+from typing import Any
+
+import structlog
+
+__all__ = ["REDACTED", "configure_logging", "get_logger", "redact", "redact_processor"]
+
+REDACTED = "[redacted]"
+
+_SENSITIVE_KEY = re.compile(
+    r"(authorization|dpop|cookie|passw|secret|assertion|token|api[_-]?key|^code$|code_verifier"
+    r"|private|kek|credential|session_key|signature|otp|user_code|device_code)",
+    re.IGNORECASE,
+)
+_SENSITIVE_VALUE = [
+    re.compile(r"eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*"),  # JWS compact
+    re.compile(r"(?i)\b(bearer|dpop|basic)\s+[A-Za-z0-9._~+/=-]{8,}"),
+    re.compile(r"\bfdk_[A-Za-z0-9_]{8,}"),
+    re.compile(r"\bwhsec_[A-Za-z0-9+/=]{8,}"),
+    re.compile(r"\$argon2id?\$[^\s\"']+"),
+]
+
+
+def _mask(text: str) -> str:
+    for pattern in _SENSITIVE_VALUE:
+        text = pattern.sub(REDACTED, text)
+    return text
+
+
+def redact(value: Any, key: str | None = None) -> Any:
+    """Return ``value`` with secrets removed (recursively through mappings and lists)."""
+    if key is not None and _SENSITIVE_KEY.search(key):
+        return REDACTED
+    if isinstance(value, str):
+        return _mask(value)
+    if isinstance(value, bytes):
+        return _mask(value.decode("utf-8", "replace"))
+    if isinstance(value, Mapping):
+        return {k: redact(v, str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact(v) for v in value]
+    return value
+
+
+def redact_processor(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """structlog processor applying `redact` to every key of the event."""
+    for k in list(event_dict):
+        if k == "event":
+            event_dict[k] = redact(event_dict[k])
+        else:
+            event_dict[k] = redact(event_dict[k], k)
+    return event_dict
+
+
+def configure_logging(*, level: str = "info", fmt: str = "json", stream: Any = None) -> None:
+    """Route structlog and stdlib logging through one redacting pipeline."""
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if fmt == "json"
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.format_exc_info,
+        redact_processor,
+    ]
+    structlog.configure(
+        processors=[*shared, renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(stream or sys.stdout),
+        cache_logger_on_first_use=False,
+    )
+    handler = logging.StreamHandler(stream or sys.stdout)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+            foreign_pre_chain=shared,
+        )
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for noisy in ("asyncio", "httpx", "httpcore"):
+        logging.getLogger(noisy).setLevel("WARNING")
+
+
+def get_logger(name: str | None = None) -> Any:
+    """A structlog logger (bind context with ``structlog.contextvars``)."""
+    return structlog.get_logger(name)

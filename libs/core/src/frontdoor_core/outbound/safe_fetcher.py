@@ -1,0 +1,238 @@
+"""Fetching untrusted URLs (agent metadata, JWKS, poppy.json, webhooks) without SSRF.
+
+Every fetch gets a fresh client and connection pool: nothing (cookies, connections,
+credentials) carries from one untrusted origin to another. Redirects are followed
+by hand so each hop is re-validated, and one deadline covers the whole fetch so a
+server that trickles bytes cannot hold a worker (protocol §4.1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from http.cookiejar import CookieJar, DefaultCookiePolicy
+
+import httpx
+
+from .address_rules import AddressRules
+from .fetch_error import FetchError, FetchErrorCode
+from .fetch_result import FetchResult
+from .guarded_backend import GuardedNetworkBackend
+from .guarded_transport import GuardedTransport, strict_ssl_context
+from .media_type import media_type_matches
+from .policy import OutboundPolicy
+from .resolver import Resolver, SystemResolver
+from .target_url import check_target
+
+__all__ = ["SafeFetcher"]
+
+_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+
+class _BorrowedTransport(httpx.AsyncBaseTransport):
+    """Lends an injected transport to a per-fetch client without letting it close it."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self._inner.handle_async_request(request)
+
+
+def _is_tls_failure(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, ssl.SSLError | ssl.CertificateError):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def _translate(exc: httpx.HTTPError) -> FetchError:
+    if isinstance(exc, httpx.TimeoutException):
+        return FetchError(FetchErrorCode.TIMEOUT, "timed out")
+    if isinstance(exc, httpx.ConnectError):
+        if _is_tls_failure(exc):
+            return FetchError(FetchErrorCode.TLS_ERROR, f"TLS handshake failed ({exc})")
+        return FetchError(FetchErrorCode.CONNECT_ERROR, f"connection failed ({exc})")
+    if isinstance(exc, httpx.UnsupportedProtocol):
+        return FetchError(FetchErrorCode.BAD_URL, "unsupported URL")
+    return FetchError(FetchErrorCode.HTTP_ERROR, f"{type(exc).__name__}: {exc}")
+
+
+class SafeFetcher:
+    """The one outbound HTTP client for URLs chosen by someone else.
+
+    Only GET; HTTPS only (plus the development loopback exception); public
+    addresses only, checked on the address actually connected to; bounded redirects,
+    size and time; no cookies, credentials, proxies or content codings.
+    """
+
+    def __init__(
+        self,
+        policy: OutboundPolicy | None = None,
+        *,
+        resolver: Resolver | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        """Create a fetcher; cheap, holds no sockets.
+
+        Args:
+            policy: Limits and exceptions; the production defaults when None.
+            resolver: Name resolution; the system resolver when None.
+            ssl_context: A verifying TLS context (tests pass one trusting their CA).
+            transport: Replaces the guarded network stack entirely (unit tests with
+                `httpx.MockTransport`). URL, redirect, size and type rules still
+                apply; connect-time address checks do not.
+
+        Raises:
+            ValueError: The policy's allowlist is malformed or ``ssl_context`` does
+                not verify certificates.
+        """
+        self._policy = policy if policy is not None else OutboundPolicy()
+        self._rules = AddressRules(self._policy)
+        self._resolver: Resolver = resolver if resolver is not None else SystemResolver()
+        self._ssl_context = strict_ssl_context(ssl_context) if transport is None else None
+        self._transport = transport
+
+    @property
+    def policy(self) -> OutboundPolicy:
+        """The policy this fetcher enforces."""
+        return self._policy
+
+    async def fetch(self, url: str, *, accept_json: bool = True) -> FetchResult:
+        """GET ``url``, following at most ``max_redirects`` validated redirects.
+
+        Args:
+            url: The untrusted URL.
+            accept_json: Require a JSON media type (``not_json`` otherwise) and send
+                ``Accept: application/json``.
+
+        Returns:
+            The final 2xx response.
+
+        Raises:
+            FetchError: With one of the `FetchErrorCode` codes; nothing else escapes.
+        """
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(self._policy.total_timeout):
+                return await self._fetch(url, accept_json, started)
+        except TimeoutError:
+            raise FetchError(
+                FetchErrorCode.TIMEOUT,
+                f"fetch exceeded {self._policy.total_timeout:g} s",
+            ) from None
+        except httpx.HTTPError as exc:
+            raise _translate(exc) from None
+
+    def _client(self, accept_json: bool) -> httpx.AsyncClient:
+        policy = self._policy
+        transport: httpx.AsyncBaseTransport
+        if self._transport is not None:
+            transport = _BorrowedTransport(self._transport)
+        else:
+            assert self._ssl_context is not None  # set whenever no transport is given
+            backend = GuardedNetworkBackend(self._rules, self._resolver)
+            transport = GuardedTransport(backend, self._ssl_context)
+        return httpx.AsyncClient(
+            transport=transport,
+            trust_env=False,
+            follow_redirects=False,
+            cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
+            timeout=httpx.Timeout(policy.total_timeout, connect=policy.connect_timeout),
+            headers={
+                "User-Agent": policy.user_agent,
+                "Accept": "application/json" if accept_json else "*/*",
+                "Accept-Encoding": "identity",
+            },
+        )
+
+    def _check(self, url: str | httpx.URL, *, redirect: bool) -> httpx.URL:
+        return check_target(
+            url,
+            self._rules,
+            allow_http_loopback=self._policy.allow_http_loopback,
+            redirect=redirect,
+        )
+
+    async def _fetch(self, url: str, accept_json: bool, started: float) -> FetchResult:
+        target = self._check(url, redirect=False)
+        chain = [str(target)]
+        async with self._client(accept_json) as client:
+            while True:
+                response = await client.send(client.build_request("GET", target), stream=True)
+                try:
+                    if response.status_code not in _REDIRECT_STATUSES:
+                        body = await self._read(response, accept_json)
+                        return FetchResult(
+                            final_url=str(target),
+                            status=response.status_code,
+                            headers=self._headers(response),
+                            body=body,
+                            redirect_chain=tuple(chain),
+                            elapsed=time.monotonic() - started,
+                        )
+                    target = self._next_hop(response, target, len(chain) - 1)
+                    chain.append(str(target))
+                finally:
+                    await response.aclose()
+
+    def _next_hop(self, response: httpx.Response, target: httpx.URL, followed: int) -> httpx.URL:
+        locations = response.headers.get_list("location")
+        if len(locations) != 1:
+            raise FetchError(
+                FetchErrorCode.BAD_STATUS,
+                "redirect without exactly one Location",
+                status=response.status_code,
+            )
+        if followed >= self._policy.max_redirects:
+            raise FetchError(
+                FetchErrorCode.TOO_MANY_REDIRECTS,
+                f"more than {self._policy.max_redirects} redirects",
+            )
+        try:
+            joined = target.join(locations[0])
+        except httpx.InvalidURL:
+            raise FetchError(FetchErrorCode.BAD_URL, "unparsable Location") from None
+        return self._check(joined, redirect=True)
+
+    def _headers(self, response: httpx.Response) -> dict[str, str]:
+        combined: dict[str, str] = {}
+        for name, value in response.headers.multi_items():
+            combined[name] = f"{combined[name]}, {value}" if name in combined else value
+        return combined
+
+    async def _read(self, response: httpx.Response, accept_json: bool) -> bytes:
+        policy = self._policy
+        raw_size = sum(len(k) + len(v) + 4 for k, v in response.headers.raw)
+        if raw_size > policy.max_header_bytes:
+            raise FetchError(FetchErrorCode.TOO_LARGE, "response headers too large")
+        if not 200 <= response.status_code < 300:
+            raise FetchError(
+                FetchErrorCode.BAD_STATUS,
+                f"status {response.status_code}",
+                status=response.status_code,
+            )
+        codings = response.headers.get_list("content-encoding")
+        if any(c.strip().lower() not in ("", "identity") for c in codings):
+            raise FetchError(FetchErrorCode.HTTP_ERROR, "content coding not accepted")
+        if accept_json:
+            types = response.headers.get_list("content-type")
+            if len(types) != 1 or not media_type_matches(types[0], policy.accepted_content_types):
+                raise FetchError(FetchErrorCode.NOT_JSON, "response is not JSON")
+        for length in response.headers.get_list("content-length"):
+            if length.strip().isdigit() and int(length) > policy.max_bytes:
+                raise FetchError(FetchErrorCode.TOO_LARGE, f"Content-Length over {policy.max_bytes}")
+        body = bytearray()
+        # Content codings were refused above, so decoded bytes are the wire bytes:
+        # no decompression bomb can expand past the cap between two checks.
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > policy.max_bytes:
+                raise FetchError(FetchErrorCode.TOO_LARGE, f"body over {policy.max_bytes} bytes")
+        return bytes(body)

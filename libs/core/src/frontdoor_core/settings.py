@@ -1,0 +1,191 @@
+"""Settings: read from the environment once, at start-up, into a msgspec struct.
+
+Every field is documented with ``msgspec.Meta(description=...)``; ``settings_table()``
+renders those descriptions as the README's configuration table, and a unit test keeps
+the two in step.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+import msgspec
+
+__all__ = [
+    "ENV_NAMES",
+    "Settings",
+    "SettingsError",
+    "load_settings",
+    "parse_duration",
+    "settings_table",
+]
+
+Env = Literal["dev", "test", "production"]
+
+
+class SettingsError(ValueError):
+    """The environment does not describe a valid configuration."""
+
+
+def _doc(text: str) -> msgspec.Meta:
+    return msgspec.Meta(description=text)
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    """Frontdoor's configuration. Each service reads the fields it needs."""
+
+    env: Annotated[Env, _doc("`dev` allows plain `http://` loopback URLs (and says so loudly at start-up); `test` is dev with quieter logs; `production` refuses any non-HTTPS public URL.")] = "dev"
+    database_url: Annotated[str, _doc("PostgreSQL URL. Empty: `make run` / `make test` start an embedded server under the data directory.")] = ""
+    redis_url: Annotated[str, _doc("Redis URL (`redis://`, `rediss://` or `unix://`). Empty: an embedded `redis-server` is started.")] = ""
+    data_dir: Annotated[str, _doc("Where the embedded servers, the dev KEK and logs live. Reused by the next run.")] = "./.data"
+    kek: Annotated[str, _doc("Key-encryption key for secrets at rest (`id:base64url(32 bytes)`, comma-separated for rotation, current first). `make run` generates one into the data directory.")] = ""
+    issuer_base_url: Annotated[str, _doc("Public base URL of the issuer service; a tenant's issuer is `{this}/{slug}`.")] = "http://127.0.0.1:8001"
+    console_base_url: Annotated[str, _doc("Public base URL of the console (dashboard and management API).")] = "http://127.0.0.1:8000"
+    ledger_base_url: Annotated[str, _doc("Public base URL of the ledger service.")] = "http://127.0.0.1:8002"
+    dns_nameservers: Annotated[str, _doc("Comma-separated `host:port` nameservers for domain verification. Empty: the system resolver.")] = ""
+    dns_timeout: Annotated[timedelta, _doc("Lifetime of one DNS TXT lookup.")] = timedelta(seconds=5)
+    domain_pending_window: Annotated[timedelta, _doc("How long an unverified claim is re-checked before it is `failed`.")] = timedelta(days=7)
+    domain_pending_recheck: Annotated[timedelta, _doc("Interval between scheduled checks of pending claims.")] = timedelta(minutes=15)
+    domain_recheck_interval: Annotated[timedelta, _doc("Interval between scheduled checks of verified and suspended domains.")] = timedelta(days=1)
+    domain_grace_period: Annotated[timedelta, _doc("How long a verified domain's record may be missing before the domain is `suspended`.")] = timedelta(hours=72)
+    domain_sweep_interval: Annotated[timedelta, _doc("How often the worker looks for domains due a check.")] = timedelta(minutes=1)
+    session_lifetime: Annotated[timedelta, _doc("Default Session Token lifetime for new tenants (hours, not days).")] = timedelta(hours=1)
+    key_publish_lead: Annotated[timedelta, _doc("A rotated signing key is published this long before it signs anything.")] = timedelta(minutes=10)
+    outbound_allowlist: Annotated[str, _doc("Comma-separated CIDRs or host names the SSRF-safe client may reach although they are not public (tests, private deployments).")] = ""
+    console_port: Annotated[int, _doc("`make run`: console port on 127.0.0.1.")] = 8000
+    issuer_port: Annotated[int, _doc("`make run`: issuer port.")] = 8001
+    ledger_port: Annotated[int, _doc("`make run`: ledger port (reserved until the ledger service exists).")] = 8002
+    example_port: Annotated[int, _doc("`make run`: example company port (reserved until it exists).")] = 8003
+    db_pool_min: Annotated[int, _doc("Minimum PostgreSQL connections per process.")] = 1
+    db_pool_max: Annotated[int, _doc("Maximum PostgreSQL connections per process.")] = 10
+    log_level: Annotated[str, _doc("Log level (`debug`, `info`, `warning`, `error`).")] = "info"
+    log_format: Annotated[Literal["json", "console"], _doc("`json` (one object per line) or `console` (coloured, for humans).")] = "json"
+    otel_exporter_otlp_endpoint: Annotated[str, _doc("OTLP/HTTP endpoint for traces. Empty: spans are created but not exported.")] = ""
+    signup_rate_limit: Annotated[int, _doc("Sign-ups allowed per client address per hour.")] = 10
+    login_rate_limit: Annotated[int, _doc("Login attempts allowed per email (and per address) per 15 minutes.")] = 10
+    cookie_idle_timeout: Annotated[timedelta, _doc("Admin browser sessions expire after this long idle.")] = timedelta(hours=2)
+    max_body_bytes: Annotated[int, _doc("Largest request body any JSON API accepts.")] = 65536
+
+    @property
+    def is_dev(self) -> bool:
+        """True in `dev` and `test`: loopback `http://` is allowed."""
+        return self.env != "production"
+
+    def nameservers(self) -> list[tuple[str, int]] | None:
+        """``FRONTDOOR_DNS_NAMESERVERS`` parsed to ``(host, port)`` pairs, or None."""
+        if not self.dns_nameservers.strip():
+            return None
+        out: list[tuple[str, int]] = []
+        for item in self.dns_nameservers.split(","):
+            item = item.strip()
+            if not item:
+                continue
+            host, sep, port = item.rpartition(":")
+            if not sep or not host:
+                host, port = item, "53"
+            out.append((host.strip("[]"), int(port)))
+        return out
+
+    def allowlist(self) -> tuple[str, ...]:
+        """``FRONTDOOR_OUTBOUND_ALLOWLIST`` as a tuple."""
+        return tuple(x.strip() for x in self.outbound_allowlist.split(",") if x.strip())
+
+
+# Variables that predate our prefix keep their conventional names.
+_UNPREFIXED = {
+    "database_url": "DATABASE_URL",
+    "redis_url": "REDIS_URL",
+    "otel_exporter_otlp_endpoint": "OTEL_EXPORTER_OTLP_ENDPOINT",
+}
+
+ENV_NAMES: dict[str, str] = {
+    f.name: _UNPREFIXED.get(f.name, "FRONTDOOR_" + f.name.upper())
+    for f in msgspec.structs.fields(Settings)
+}
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse ``90``, ``30s``, ``15m``, ``72h``, ``7d`` or ``250ms`` into a timedelta."""
+    m = _DURATION.match(text)
+    if m is None:
+        raise SettingsError(f"not a duration: {text!r} (use e.g. 30s, 15m, 72h, 7d)")
+    return timedelta(seconds=float(m.group(1)) * _UNIT_SECONDS[m.group(2)])
+
+
+def _public_url_ok(url: str, *, dev: bool) -> bool:
+    parts = urlsplit(url)
+    if parts.scheme == "https" and parts.hostname:
+        return True
+    loopback = parts.hostname in {"127.0.0.1", "localhost", "::1"}
+    return dev and parts.scheme == "http" and loopback
+
+
+def load_settings(environ: Mapping[str, str]) -> Settings:
+    """Build `Settings` from an environment mapping, validating every field.
+
+    Raises:
+        SettingsError: naming the variable at fault.
+    """
+    raw: dict[str, Any] = {}
+    for f in msgspec.structs.fields(Settings):
+        var = ENV_NAMES[f.name]
+        if var not in environ:
+            continue
+        value = environ[var]
+        if f.type is timedelta or "timedelta" in str(f.type):
+            try:
+                raw[f.name] = parse_duration(value)
+            except SettingsError as exc:
+                raise SettingsError(f"{var}: {exc}") from None
+        else:
+            raw[f.name] = value
+    try:
+        settings = msgspec.convert(raw, Settings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise SettingsError(_explain(str(exc))) from None
+    for name in ("issuer_base_url", "console_base_url", "ledger_base_url"):
+        url = getattr(settings, name)
+        if url.endswith("/"):
+            raise SettingsError(f"{ENV_NAMES[name]} must not end with '/'")
+        if not _public_url_ok(url, dev=settings.is_dev):
+            raise SettingsError(
+                f"{ENV_NAMES[name]} must be an https:// URL"
+                + ("" if settings.is_dev else " outside dev mode (FRONTDOOR_ENV=production)")
+            )
+    return settings
+
+
+def _explain(message: str) -> str:
+    # msgspec says "... - at `$.field`"; name the environment variable instead.
+    m = re.search(r"\$\.(\w+)", message)
+    if m and m.group(1) in ENV_NAMES:
+        return f"{ENV_NAMES[m.group(1)]}: {message.split(' - at')[0]}"
+    return message
+
+
+def _format_default(value: object) -> str:
+    if isinstance(value, timedelta):
+        secs = int(value.total_seconds())
+        for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+            if secs % size == 0 and secs >= size:
+                return f"{secs // size}{unit}"
+        return f"{secs}s"
+    return str(value) if value != "" else "(empty)"
+
+
+def settings_table() -> str:
+    """The README's configuration table, generated from the field descriptions."""
+    schema = msgspec.json.schema(Settings)
+    props = schema["$defs"]["Settings"]["properties"]
+    lines = ["| variable | default | meaning |", "| --- | --- | --- |"]
+    for f in msgspec.structs.fields(Settings):
+        desc = props[f.name].get("description", "")
+        lines.append(f"| `{ENV_NAMES[f.name]}` | `{_format_default(f.default)}` | {desc} |")
+    return "\n".join(lines)

@@ -1,0 +1,22 @@
+"""Litestar plumbing shared by Frontdoor's HTTP services (no domain words here)."""
+
+from .health import health_routes
+from .json_body import BadBody, read_json
+from .json_guard import make_json_guard
+from .problem import problem, problem_exception_handlers
+from .request_id import RequestIdMiddleware, current_request_id
+from .security_headers import SecurityHeadersMiddleware
+from .tracing import TracingMiddleware
+
+__all__ = [
+    "BadBody",
+    "RequestIdMiddleware",
+    "SecurityHeadersMiddleware",
+    "TracingMiddleware",
+    "current_request_id",
+    "health_routes",
+    "make_json_guard",
+    "problem",
+    "problem_exception_handlers",
+    "read_json",
+]

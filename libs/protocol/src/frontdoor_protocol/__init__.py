@@ -1,0 +1,1 @@
+"""Personal Agent Protocol wire types, profiles and pure verification rules."""

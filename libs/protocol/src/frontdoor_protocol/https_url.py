@@ -1,0 +1,75 @@
+"""The one rule for URLs: every URL the protocol defines or exchanges is HTTPS (PAP-3-05).
+
+A URL here is an absolute ``https`` URL with a host, no user information (credentials in a
+URL leak into logs), no fragment (RFC 6749 §3.1 and RFC 8414 §2 forbid it on endpoints and
+issuers) and no whitespace or control characters.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+from urllib.parse import urlsplit
+
+__all__ = ["MAX_URL_LENGTH", "UrlProblem", "host_of", "https_url_problem"]
+
+MAX_URL_LENGTH: Final = 2048
+"""Longest URL accepted anywhere in a protocol document."""
+
+
+class UrlProblem(StrEnum):
+    """Why a value is not a usable protocol URL."""
+
+    NOT_STRING = "not_string"
+    TOO_LONG = "too_long"
+    MALFORMED = "malformed"
+    NOT_HTTPS = "not_https"
+    HAS_USERINFO = "has_userinfo"
+    HAS_FRAGMENT = "has_fragment"
+
+
+def https_url_problem(value: object) -> UrlProblem | None:
+    """What is wrong with ``value`` as a protocol URL, or ``None`` when it is fine.
+
+    Args:
+        value: Anything, typically a decoded JSON member.
+
+    Returns:
+        ``None`` for a usable HTTPS URL, else the first problem found (PAP-3-05).
+    """
+    if not isinstance(value, str):
+        return UrlProblem.NOT_STRING
+    if len(value) > MAX_URL_LENGTH:
+        return UrlProblem.TOO_LONG
+    if not value.isprintable() or any(char.isspace() for char in value):
+        return UrlProblem.MALFORMED
+    try:
+        parts = urlsplit(value)
+        _ = parts.port  # raises on a port that is not a number in range
+    except ValueError:
+        return UrlProblem.MALFORMED
+    if parts.scheme != "https":
+        # urlsplit lowers the scheme: "HTTPS://" is https, "http://" is not.
+        return UrlProblem.NOT_HTTPS if parts.scheme else UrlProblem.MALFORMED
+    if not parts.hostname:
+        return UrlProblem.MALFORMED
+    if "@" in parts.netloc:
+        return UrlProblem.HAS_USERINFO
+    if parts.fragment or value.endswith("#"):
+        return UrlProblem.HAS_FRAGMENT
+    return None
+
+
+def host_of(url: str) -> str | None:
+    """The host of a URL, lower-cased as ``urlsplit`` gives it, or ``None``.
+
+    Args:
+        url: Any URL string.
+
+    Returns:
+        The host name without port or brackets, or ``None`` when there is none.
+    """
+    try:
+        return urlsplit(url).hostname
+    except ValueError:
+        return None

@@ -1,0 +1,189 @@
+"""A tenant's issuer configuration: sign-in types, scopes, the APIs it lists, lifetimes.
+
+Validation refuses any configuration that would make the generated ``poppy.json`` or
+the issuer metadata invalid (PAP §3): enabled sign-in types need scopes, every scope is
+built in or declared, listed API URLs are HTTPS.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Literal
+from urllib.parse import urlsplit
+
+import asyncpg
+import msgspec
+from frontdoor_core.errors import Conflict, Invalid, NotFound
+
+__all__ = [
+    "BUILTIN_SCOPES",
+    "ApiEntry",
+    "IssuerSettings",
+    "SignInType",
+    "StoredIssuerSettings",
+    "default_settings",
+    "get_settings",
+    "insert_settings",
+    "update_settings",
+    "validate_settings",
+]
+
+BUILTIN_SCOPES: dict[str, str] = {
+    "poppy:read": "Read your account information",
+    "poppy:write": "Make changes to your account on your behalf",
+}
+# RFC 6749 §3.3 scope-token characters, further limited to what reads well on a consent page.
+_SCOPE_TOKEN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._\-/]{0,63}$")
+MIN_SESSION_LIFETIME_S = 300
+MAX_SESSION_LIFETIME_S = 24 * 3600
+
+
+class SignInType(msgspec.Struct, frozen=True, kw_only=True):
+    """One sign-in type (``direct`` or ``device``) and the scopes it may grant."""
+
+    enabled: bool = False
+    scopes: list[str] = msgspec.field(default_factory=list)
+
+
+class ApiEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """An API the company lists in ``poppy.json`` (PAP §3 ``apis``)."""
+
+    type: Literal["openapi", "mcp"]
+    url: str
+    description: str = ""
+    supports_dpop: bool = True
+
+
+class IssuerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What ``GET/PUT /api/v1/issuer`` reads and writes."""
+
+    organization_name: str = ""
+    direct: SignInType = msgspec.field(default_factory=SignInType)
+    device: SignInType = msgspec.field(default_factory=SignInType)
+    custom_scopes: dict[str, str] = msgspec.field(default_factory=dict)
+    apis: list[ApiEntry] = msgspec.field(default_factory=list)
+    session_lifetime_s: int = 3600
+
+    def all_scopes(self) -> dict[str, str]:
+        """Built-in and custom scopes with descriptions."""
+        return {**BUILTIN_SCOPES, **self.custom_scopes}
+
+    def enabled_scopes(self) -> list[str]:
+        """Scopes some enabled sign-in type can grant, in a stable order."""
+        out: list[str] = []
+        for t in (self.direct, self.device):
+            if t.enabled:
+                out.extend(s for s in t.scopes if s not in out)
+        return out
+
+
+class StoredIssuerSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """Settings with their optimistic-concurrency version."""
+
+    settings: IssuerSettings
+    version: int
+    updated_at: datetime
+
+
+def default_settings(organization_name: str, *, session_lifetime_s: int = 3600) -> IssuerSettings:
+    """A new tenant's settings: Device Sign-In with ``poppy:read``, nothing listed yet."""
+    return IssuerSettings(
+        organization_name=organization_name,
+        device=SignInType(enabled=True, scopes=["poppy:read"]),
+        session_lifetime_s=session_lifetime_s,
+    )
+
+
+def _url_ok(url: str, *, dev: bool) -> bool:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    if parts.username or parts.password or parts.fragment:
+        return False
+    if parts.scheme == "https" and parts.hostname:
+        return True
+    return dev and parts.scheme == "http" and parts.hostname in {"127.0.0.1", "localhost", "::1"}
+
+
+def validate_settings(s: IssuerSettings, *, dev: bool = False) -> IssuerSettings:
+    """Return ``s`` normalised, or raise `Invalid` listing every problem by field."""
+    errors: dict[str, str] = {}
+    name = s.organization_name.strip()
+    if not name or len(name) > 120:
+        errors["organization_name"] = "must be 1 to 120 characters"
+    for scope, desc in s.custom_scopes.items():
+        if scope in BUILTIN_SCOPES:
+            errors[f"custom_scopes.{scope}"] = "is a built-in scope"
+        elif not _SCOPE_TOKEN.match(scope):
+            errors[f"custom_scopes.{scope[:64]}"] = "scope names are 1-64 of A-Z a-z 0-9 : . _ - /"
+        elif not desc.strip() or len(desc) > 200:
+            errors[f"custom_scopes.{scope}"] = "needs a description of 1 to 200 characters"
+    if len(s.custom_scopes) > 50:
+        errors["custom_scopes"] = "at most 50 custom scopes"
+    known = s.all_scopes()
+    for tname, t in (("direct", s.direct), ("device", s.device)):
+        if len(set(t.scopes)) != len(t.scopes):
+            errors[f"{tname}.scopes"] = "lists a scope twice"
+        unknown = [x for x in t.scopes if x not in known]
+        if unknown:
+            errors[f"{tname}.scopes"] = "unknown scope; declare it in custom_scopes first"
+        if t.enabled and not t.scopes:
+            errors[f"{tname}.scopes"] = "an enabled sign-in type needs at least one scope"
+    seen_urls: set[str] = set()
+    for i, api in enumerate(s.apis):
+        if not _url_ok(api.url, dev=dev):
+            errors[f"apis[{i}].url"] = "must be an https:// URL without credentials or fragment"
+        if api.url in seen_urls:
+            errors[f"apis[{i}].url"] = "listed twice"
+        seen_urls.add(api.url)
+        if len(api.description) > 300:
+            errors[f"apis[{i}].description"] = "at most 300 characters"
+    if len(s.apis) > 20:
+        errors["apis"] = "at most 20 APIs"
+    if not MIN_SESSION_LIFETIME_S <= s.session_lifetime_s <= MAX_SESSION_LIFETIME_S:
+        errors["session_lifetime_s"] = "must be between 300 (5 minutes) and 86400 (24 hours)"
+    if errors:
+        raise Invalid("invalid_settings", "The issuer settings are not valid.", fields=errors)
+    return msgspec.structs.replace(s, organization_name=name)
+
+
+async def insert_settings(conn: asyncpg.Connection, tenant_id: str, settings: IssuerSettings) -> None:
+    """Store a new tenant's first settings."""
+    await conn.execute(
+        "INSERT INTO issuer_settings (tenant_id, settings) VALUES ($1, $2)",
+        tenant_id, msgspec.to_builtins(settings),
+    )
+
+
+async def get_settings(conn: asyncpg.Connection, tenant_id: str) -> StoredIssuerSettings:
+    """The tenant's settings; `NotFound` for an unknown tenant."""
+    row = await conn.fetchrow(
+        "SELECT settings, version, updated_at FROM issuer_settings WHERE tenant_id = $1", tenant_id
+    )
+    if row is None:
+        raise NotFound("tenant_not_found", "No such tenant.")
+    return StoredIssuerSettings(
+        settings=msgspec.convert(row["settings"], IssuerSettings),
+        version=row["version"],
+        updated_at=row["updated_at"],
+    )
+
+
+async def update_settings(
+    conn: asyncpg.Connection, tenant_id: str, settings: IssuerSettings, *, if_version: int | None = None
+) -> StoredIssuerSettings:
+    """Replace the settings (compare-and-set on ``if_version`` when given)."""
+    row = await conn.fetchrow(
+        """
+        UPDATE issuer_settings
+           SET settings = $2, version = version + 1, updated_at = now()
+         WHERE tenant_id = $1 AND ($3::int IS NULL OR version = $3)
+        RETURNING version, updated_at
+        """,
+        tenant_id, msgspec.to_builtins(settings), if_version,
+    )
+    if row is None:
+        raise Conflict("version_conflict", "The settings changed since you read them; reload and retry.")
+    return StoredIssuerSettings(settings=settings, version=row["version"], updated_at=row["updated_at"])

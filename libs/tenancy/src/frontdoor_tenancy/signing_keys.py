@@ -1,0 +1,117 @@
+"""A tenant's ES256 issuer keys: stored encrypted, published in its JWKS, rotated safely.
+
+Rotation publishes the new key first and signs with it only after a lead time, so
+verifiers that cached the JWKS find the new ``kid`` when they refetch; the retired key
+stays published until everything it signed has expired.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import asyncpg
+from joserfc.jwk import ECKey
+
+from .credentials.key_encryption import Kek, row_aad
+from .credentials.key_rotation import (
+    SigningKeyRecord,
+    published_keys,
+    rotate,
+    current_signing_key,
+)
+from .credentials.signing_key import generate_signing_key, load_private_key
+
+__all__ = [
+    "RETAIN_FOR",
+    "ActiveSigner",
+    "create_first_key",
+    "jwks",
+    "load_signer",
+    "rotate_signing_key",
+]
+
+# Longest lifetime of anything an issuer key signs (Session Tokens: at most 24 h) plus margin.
+RETAIN_FOR = timedelta(hours=25)
+
+
+class ActiveSigner:
+    """The private key that signs for a tenant now, with its ``kid``."""
+
+    __slots__ = ("key", "kid")
+
+    def __init__(self, kid: str, key: ECKey) -> None:
+        self.kid = kid
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"ActiveSigner(kid={self.kid!r})"
+
+
+async def _records(conn: asyncpg.Connection, tenant_id: str) -> list[SigningKeyRecord]:
+    rows = await conn.fetch(
+        "SELECT kid, created_at, activates_at, retired_at FROM signing_keys WHERE tenant_id = $1 ORDER BY created_at",
+        tenant_id,
+    )
+    return [SigningKeyRecord(r["kid"], r["created_at"], r["activates_at"], r["retired_at"]) for r in rows]
+
+
+async def _insert(
+    conn: asyncpg.Connection, tenant_id: str, kek: Kek, record: SigningKeyRecord, pem: bytes, jwk: dict[str, str]
+) -> None:
+    blob = kek.encrypt(pem, aad=row_aad("signing_key", tenant_id, record.kid))
+    await conn.execute(
+        """
+        INSERT INTO signing_keys (tenant_id, kid, alg, public_jwk, private_key_enc, created_at, activates_at)
+        VALUES ($1, $2, 'ES256', $3, $4, $5, $6)
+        """,
+        tenant_id, record.kid, jwk, blob, record.created_at, record.activates_at,
+    )
+
+
+async def create_first_key(conn: asyncpg.Connection, tenant_id: str, kek: Kek, now: datetime) -> str:
+    """Generate the tenant's first key, active at once; return its ``kid``."""
+    material = generate_signing_key()
+    plan = rotate([], now, material.kid)
+    await _insert(conn, tenant_id, kek, plan.new_key, material.private_pem, material.public_jwk)
+    return material.kid
+
+
+async def rotate_signing_key(
+    conn: asyncpg.Connection, tenant_id: str, kek: Kek, now: datetime, *, publish_lead: timedelta
+) -> tuple[str, datetime]:
+    """Add a new key (published now, signing after ``publish_lead``); return (kid, activates_at).
+
+    Locks the tenant's key rows so concurrent rotations serialise.
+    """
+    await conn.execute("SELECT 1 FROM signing_keys WHERE tenant_id = $1 FOR UPDATE", tenant_id)
+    records = await _records(conn, tenant_id)
+    material = generate_signing_key()
+    plan = rotate(records, now, material.kid, publish_lead)
+    for old in plan.retired:
+        await conn.execute(
+            "UPDATE signing_keys SET retired_at = $3 WHERE tenant_id = $1 AND kid = $2",
+            tenant_id, old.kid, old.retired_at,
+        )
+    await _insert(conn, tenant_id, kek, plan.new_key, material.private_pem, material.public_jwk)
+    return material.kid, plan.new_key.activates_at
+
+
+async def jwks(conn: asyncpg.Connection, tenant_id: str, now: datetime) -> dict[str, Any]:
+    """The JWKS document: every key published at ``now`` (public parts only)."""
+    records = await _records(conn, tenant_id)
+    keep = {r.kid for r in published_keys(records, now, RETAIN_FOR)}
+    rows = await conn.fetch(
+        "SELECT kid, public_jwk FROM signing_keys WHERE tenant_id = $1 ORDER BY created_at DESC", tenant_id
+    )
+    return {"keys": [r["public_jwk"] for r in rows if r["kid"] in keep]}
+
+
+async def load_signer(conn: asyncpg.Connection, tenant_id: str, kek: Kek, now: datetime) -> ActiveSigner:
+    """Decrypt the key that signs at ``now``."""
+    record = current_signing_key(await _records(conn, tenant_id), now)
+    blob = await conn.fetchval(
+        "SELECT private_key_enc FROM signing_keys WHERE tenant_id = $1 AND kid = $2", tenant_id, record.kid
+    )
+    pem = kek.decrypt(blob, aad=row_aad("signing_key", tenant_id, record.kid))
+    return ActiveSigner(record.kid, load_private_key(pem))

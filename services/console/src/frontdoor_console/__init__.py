@@ -1,0 +1,1 @@
+"""Sign-up, admin authentication, dashboard and management API."""

@@ -1,0 +1,107 @@
+"""The console: sign-up, admin login, the management API (and, later, the dashboard)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from frontdoor_core.clock import Clock
+from frontdoor_core.logging import configure_logging
+from frontdoor_core.runtime import Runtime
+from frontdoor_core.settings import Settings
+from frontdoor_core.telemetry import configure_tracing
+from frontdoor_httpkit import (
+    RequestIdMiddleware,
+    SecurityHeadersMiddleware,
+    TracingMiddleware,
+    health_routes,
+    make_json_guard,
+    problem_exception_handlers,
+)
+from frontdoor_tenancy.credentials.key_encryption import Kek
+from litestar import Litestar
+from litestar.di import Provide
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import JsonRenderPlugin
+
+from .context import ConsoleContext
+from .http import api_keys, audit_log, deps, issuer, signup
+
+__all__ = ["create_app"]
+
+
+def _default_lookup(settings: Settings) -> Any:
+    from frontdoor_tenancy.domains import TxtResolver
+
+    return TxtResolver(nameservers=settings.nameservers(), lifetime=settings.dns_timeout.total_seconds())
+
+
+def _default_fetcher(settings: Settings) -> Any:
+    from frontdoor_core.outbound import OutboundPolicy, SafeFetcher
+
+    return SafeFetcher(OutboundPolicy(allow_http_loopback=False, allowlist=settings.allowlist()))
+
+
+def create_app(
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    txt_lookup: Any = None,
+    fetcher: Any = None,
+    extra_routes: list[Any] | None = None,
+) -> Litestar:
+    """Build the console app. Tests pass their own clock, resolver and fetcher."""
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        rt = await Runtime.open(settings, clock=clock)
+        ctx = ConsoleContext(
+            runtime=rt,
+            kek=Kek.from_env_value(settings.kek),
+            txt_lookup=txt_lookup or _default_lookup(settings),
+            fetcher=fetcher or _default_fetcher(settings),
+        )
+        app.state.ctx = ctx
+        app.state.pool = rt.pool
+        app.state.redis = rt.redis
+        try:
+            yield
+        finally:
+            await rt.close()
+
+    configure_logging(level=settings.log_level, fmt=settings.log_format)
+    configure_tracing("frontdoor-console", otlp_endpoint=settings.otel_exporter_otlp_endpoint)
+
+    from .http import domains
+
+    routes: list[Any] = [
+        *health_routes("console"),
+        signup.signup,
+        api_keys.ApiKeysController,
+        audit_log.audit_log,
+        issuer.get_issuer,
+        issuer.put_issuer,
+        issuer.get_tenant,
+        issuer.patch_tenant,
+        issuer.rotate_key,
+        issuer.list_signing_keys,
+        *domains.routes,
+        *(extra_routes or []),
+    ]
+    return Litestar(
+        route_handlers=routes,
+        lifespan=[lifespan],
+        dependencies={"actor": Provide(deps.provide_actor)},
+        exception_handlers=problem_exception_handlers(),
+        before_request=make_json_guard(("/api/",)),
+        middleware=[RequestIdMiddleware, TracingMiddleware,
+                    lambda app: SecurityHeadersMiddleware(app, hsts=not settings.is_dev)],
+        request_max_body_size=settings.max_body_bytes,
+        openapi_config=OpenAPIConfig(
+            title="Frontdoor management API", version="1.0.0", path="/api/v1",
+            render_plugins=[JsonRenderPlugin(path="/openapi.json")],
+            description="Manage your Frontdoor tenant: API keys, domains, issuer settings, the audit log.",
+        ),
+        debug=False,
+    )

@@ -1,0 +1,53 @@
+"""``/api/v1/api-keys``: create (shown once), list (prefix only), revoke."""
+
+from __future__ import annotations
+
+import msgspec
+from frontdoor_core.db import transaction
+from frontdoor_tenancy import api_keys
+from frontdoor_tenancy.actor import Actor
+from litestar import Controller, delete, get, post
+from litestar.datastructures import State
+
+from .deps import ctx_of, require_writer
+
+__all__ = ["ApiKeysController"]
+
+
+class NewApiKey(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    name: str
+
+
+class ApiKeyList(msgspec.Struct, frozen=True, kw_only=True):
+    data: list[api_keys.ApiKeyView]
+
+
+class CreatedOut(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    name: str
+    prefix: str
+    api_key: str
+
+
+class ApiKeysController(Controller):
+    path = "/api/v1/api-keys"
+    tags = ["api-keys"]
+
+    @post("/", status_code=201, summary="Create an API key (the secret is shown once)")
+    async def create(self, data: NewApiKey, actor: Actor, state: State) -> CreatedOut:
+        require_writer(actor)
+        async with transaction(ctx_of(state).pool) as conn:
+            created = await api_keys.create_key(conn, actor, data.name)
+        return CreatedOut(id=created.key.id, name=created.key.name, prefix=created.key.prefix,
+                          api_key=created.api_key)
+
+    @get("/", summary="List API keys (prefixes only)")
+    async def list_(self, actor: Actor, state: State) -> ApiKeyList:
+        async with ctx_of(state).pool.acquire() as conn:
+            return ApiKeyList(data=await api_keys.list_keys(conn, actor.tenant_id))
+
+    @delete("/{key_id:str}", status_code=200, summary="Revoke an API key")
+    async def revoke(self, key_id: str, actor: Actor, state: State) -> api_keys.ApiKeyView:
+        require_writer(actor)
+        async with transaction(ctx_of(state).pool) as conn:
+            return await api_keys.revoke_key(conn, actor, key_id)

@@ -1,0 +1,127 @@
+"""``GET/PUT /api/v1/issuer``, the tenant, and signing-key rotation."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import msgspec
+from frontdoor_core.db import transaction
+from frontdoor_tenancy import audit, issuer_settings, signing_keys, tenants
+from frontdoor_tenancy.actor import Actor
+from frontdoor_tenancy.issuer_settings import IssuerSettings
+from litestar import get, patch, post, put
+from litestar.datastructures import State
+from litestar.params import Parameter
+
+from .deps import ctx_of, require_writer
+
+__all__ = ["get_issuer", "get_tenant", "list_signing_keys", "patch_tenant", "put_issuer", "rotate_key"]
+
+
+class IssuerOut(msgspec.Struct, frozen=True, kw_only=True):
+    issuer: str
+    metadata_url: str
+    jwks_uri: str
+    version: int
+    updated_at: datetime
+    settings: IssuerSettings
+
+
+@get("/api/v1/issuer", tags=["issuer"], summary="Read the issuer settings")
+async def get_issuer(actor: Actor, state: State) -> IssuerOut:
+    ctx = ctx_of(state)
+    async with ctx.pool.acquire() as conn:
+        tenant = await tenants.get_tenant(conn, actor.tenant_id)
+        stored = await issuer_settings.get_settings(conn, actor.tenant_id)
+    return _out(ctx, tenant.slug, stored)
+
+
+def _out(ctx: Any, slug: str, stored: issuer_settings.StoredIssuerSettings) -> IssuerOut:
+    base = ctx.settings.issuer_base_url
+    return IssuerOut(
+        issuer=ctx.issuer_url(slug),
+        metadata_url=f"{base}/.well-known/oauth-authorization-server/{slug}",
+        jwks_uri=f"{ctx.issuer_url(slug)}/jwks.json",
+        version=stored.version, updated_at=stored.updated_at, settings=stored.settings,
+    )
+
+
+@put("/api/v1/issuer", tags=["issuer"], summary="Replace the issuer settings",
+     description="Send `If-Match: <version>` to refuse the write if someone changed the settings meanwhile.")
+async def put_issuer(
+    data: IssuerSettings, actor: Actor, state: State,
+    if_match: str | None = Parameter(header="If-Match", default=None, max_length=20),
+) -> IssuerOut:
+    require_writer(actor)
+    ctx = ctx_of(state)
+    clean = issuer_settings.validate_settings(data, dev=ctx.settings.is_dev)
+    version = int(if_match.strip('"')) if if_match and if_match.strip('"').isdigit() else None
+    async with transaction(ctx.pool) as conn:
+        tenant = await tenants.get_tenant(conn, actor.tenant_id)
+        stored = await issuer_settings.update_settings(conn, actor.tenant_id, clean, if_version=version)
+        await audit.record(conn, actor, "issuer.settings_updated", target_type="tenant", target_id=actor.tenant_id,
+                           details={"version": stored.version})
+    return _out(ctx, tenant.slug, stored)
+
+
+class TenantOut(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    slug: str
+    organization_name: str
+    issuer: str
+    created_at: datetime
+
+
+class TenantPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    slug: str | None = None
+
+
+@get("/api/v1/tenant", tags=["tenants"], summary="Read your tenant")
+async def get_tenant(actor: Actor, state: State) -> TenantOut:
+    ctx = ctx_of(state)
+    async with ctx.pool.acquire() as conn:
+        t = await tenants.get_tenant(conn, actor.tenant_id)
+    return TenantOut(id=t.id, slug=t.slug, organization_name=t.organization_name, issuer=ctx.issuer_url(t.slug),
+                     created_at=t.created_at)
+
+
+@patch("/api/v1/tenant", tags=["tenants"], summary="Change the slug (only before any domain is verified)")
+async def patch_tenant(data: TenantPatch, actor: Actor, state: State) -> TenantOut:
+    require_writer(actor)
+    ctx = ctx_of(state)
+    async with transaction(ctx.pool) as conn:
+        t = await tenants.change_slug(conn, actor, data.slug) if data.slug is not None else await tenants.get_tenant(
+            conn, actor.tenant_id)
+    return TenantOut(id=t.id, slug=t.slug, organization_name=t.organization_name, issuer=ctx.issuer_url(t.slug),
+                     created_at=t.created_at)
+
+
+class RotationOut(msgspec.Struct, frozen=True, kw_only=True):
+    kid: str
+    activates_at: datetime
+
+
+class SigningKeyList(msgspec.Struct, frozen=True, kw_only=True):
+    keys: list[dict[str, Any]]
+
+
+@post("/api/v1/signing-keys/rotate", status_code=201, tags=["issuer"], summary="Rotate the issuer signing key",
+      description="The new key is published now and signs after the configured lead time.")
+async def rotate_key(actor: Actor, state: State) -> RotationOut:
+    require_writer(actor)
+    ctx = ctx_of(state)
+    async with transaction(ctx.pool) as conn:
+        kid, at = await signing_keys.rotate_signing_key(
+            conn, actor.tenant_id, ctx.kek, ctx.now(), publish_lead=ctx.settings.key_publish_lead)
+        await audit.record(conn, actor, "signing_key.rotated", target_type="signing_key", target_id=kid,
+                           details={"activates_at": at.isoformat()})
+    return RotationOut(kid=kid, activates_at=at)
+
+
+@get("/api/v1/signing-keys", tags=["issuer"], summary="The published public keys (the issuer's JWKS)")
+async def list_signing_keys(actor: Actor, state: State) -> SigningKeyList:
+    ctx = ctx_of(state)
+    async with ctx.pool.acquire() as conn:
+        doc = await signing_keys.jwks(conn, actor.tenant_id, ctx.now())
+    return SigningKeyList(keys=doc["keys"])

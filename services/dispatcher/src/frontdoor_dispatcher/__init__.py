@@ -1,0 +1,1 @@
+"""Celery worker and beat: DNS re-verification and other periodic jobs."""
