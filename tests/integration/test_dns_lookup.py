@@ -1,17 +1,10 @@
 """TxtResolver against a real local authoritative DNS server (UDP and TCP on a non-53 port)."""
 
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-
-_ROOT = Path(__file__).resolve().parents[2]
-if str(_ROOT) not in sys.path:  # so `tests.support` imports without a root conftest
-    sys.path.insert(0, str(_ROOT))
-
-from frontdoor_tenancy.domains import (  # noqa: E402
+from frontdoor_tenancy.domains import (
     Absent,
     Found,
     Indeterminate,
@@ -23,13 +16,15 @@ from frontdoor_tenancy.domains import (  # noqa: E402
     new_challenge_token,
     normalize_domain,
 )
-from tests.support.dns_server import LocalDNS  # noqa: E402
+
+from tests.support.dns_server import LocalDNS
 
 NAME = "_frontdoor-challenge.example.com"
 
 
 @pytest.fixture
 def dns() -> Iterator[LocalDNS]:
+    # Overrides the session-wide server: these tests assert on the query log.
     with LocalDNS() as server:
         yield server
 

@@ -19,7 +19,7 @@ from frontdoor_core.outbound import FetchError, FetchErrorCode, OutboundPolicy, 
 # tests/ is not a package and the root pytest config is not ours to change, so the
 # support directory is put on the path explicitly.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
-from tls_server import Route, RouteServer, json_route, redirect_route  # noqa: E402
+from tls_server import Route, RouteServer, json_route, redirect_route
 
 DOC = b'{"client_id": "https://agent.test/agent.json"}'
 

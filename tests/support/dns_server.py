@@ -206,7 +206,7 @@ class LocalDNS:
         self._port = port
         for server in self._servers:
             thread = threading.Thread(
-                target=server.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True, name="local-dns"
+                target=server.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True, name="local-dns"
             )
             thread.start()
             self._threads.append(thread)

@@ -1,7 +1,6 @@
 """match_challenge: lookup results to observations."""
 
 import pytest
-
 from frontdoor_tenancy.domains import Absent, Found, Indeterminate, Observation, TxtLookupResult, match_challenge
 
 EXPECTED = "frontdoor-verify=abcdefghijklmnopqrstuvwxyz234567"

@@ -5,7 +5,6 @@ import re
 from collections import Counter
 
 import pytest
-
 from frontdoor_tenancy.domains import challenge_value, new_challenge_token
 
 BASE32_ALPHABET = "abcdefghijklmnopqrstuvwxyz234567"

@@ -1,7 +1,6 @@
 """normalize_domain and challenge_name: the canonical form, and every refusal with its code."""
 
 import pytest
-
 from frontdoor_tenancy.domains import (
     MAX_DOMAIN_LENGTH,
     InvalidDomain,

@@ -75,8 +75,15 @@ def test_check_answers_returns_every_permitted_address_in_order() -> None:
 
 @pytest.mark.parametrize(
     ("host", "loopback"),
-    [("localhost", True), ("a.localhost", True), ("127.0.0.2", True), ("::1", True),
-     ("localhost.example", False), ("mylocalhost", False), ("10.0.0.1", False)],
+    [
+        ("localhost", True),
+        ("a.localhost", True),
+        ("127.0.0.2", True),
+        ("::1", True),
+        ("localhost.example", False),
+        ("mylocalhost", False),
+        ("10.0.0.1", False),
+    ],
 )
 def test_is_loopback_host(host: str, loopback: bool) -> None:
     assert is_loopback_host(host) is loopback

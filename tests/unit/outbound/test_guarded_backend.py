@@ -19,11 +19,18 @@ class RecordingBackend(httpcore.AsyncMockBackend):
         self.dialled: list[tuple[str, int, float | None]] = []
         self.refuse = set(refuse)
 
-    async def connect_tcp(self, host: str, port: int, timeout: float | None = None, **kwargs: Any) -> Any:
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
         self.dialled.append((host, port, timeout))
         if host in self.refuse:
             raise httpcore.ConnectError(f"refused by {host}")
-        return await super().connect_tcp(host, port, timeout, **kwargs)
+        return await super().connect_tcp(host, port, timeout, local_address, socket_options)
 
 
 class ListResolver:

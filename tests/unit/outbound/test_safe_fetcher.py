@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 
 import httpx
 import pytest
@@ -16,7 +16,7 @@ Handler = Callable[[httpx.Request], httpx.Response]
 class Recorder:
     """A MockTransport handler that serves a table and records every request."""
 
-    def __init__(self, routes: dict[str, httpx.Response | Exception]) -> None:
+    def __init__(self, routes: Mapping[str, httpx.Response | Exception]) -> None:
         self.routes = routes
         self.requests: list[httpx.Request] = []
 
@@ -263,9 +263,20 @@ async def test_url_is_checked_before_any_request() -> None:
 
 def test_error_codes_are_stable_strings() -> None:
     assert {c.value for c in FetchErrorCode} == {
-        "not_https", "bad_url", "blocked_address", "mixed_answers", "dns_error", "too_many_redirects",
-        "redirect_not_https", "too_large", "timeout", "connect_error", "tls_error", "bad_status",
-        "not_json", "http_error",
+        "not_https",
+        "bad_url",
+        "blocked_address",
+        "mixed_answers",
+        "dns_error",
+        "too_many_redirects",
+        "redirect_not_https",
+        "too_large",
+        "timeout",
+        "connect_error",
+        "tls_error",
+        "bad_status",
+        "not_json",
+        "http_error",
     }
     error = FetchError(FetchErrorCode.BAD_STATUS, "status 404", status=404)
     assert error.code == "bad_status"

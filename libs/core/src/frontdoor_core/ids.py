@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 
 __all__ = ["PREFIXES", "is_id", "new_id"]
@@ -16,6 +17,9 @@ __all__ = ["PREFIXES", "is_id", "new_id"]
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 PREFIXES = frozenset({"ten", "adm", "key", "dom", "aud", "sgk", "req", "evt"})
 _SHAPE = re.compile(r"^([a-z]{2,5})_([0-9A-HJKMNP-TV-Z]{26})$")
+_RANDOM_BITS = 80
+_lock = threading.Lock()
+_last = [0, 0]  # (ms, random part) of the previous ID of this process
 
 
 def new_id(prefix: str, *, now_ms: int | None = None) -> str:
@@ -23,7 +27,13 @@ def new_id(prefix: str, *, now_ms: int | None = None) -> str:
     if prefix not in PREFIXES:
         raise ValueError(f"unknown id prefix {prefix!r}")
     ms = int(time.time() * 1000) if now_ms is None else now_ms
-    value = (ms << 80) | int.from_bytes(os.urandom(10), "big")
+    rand = int.from_bytes(os.urandom(10), "big")
+    with _lock:
+        # Monotonic within a process: IDs made in the same millisecond still sort in order.
+        if ms <= _last[0] and now_ms is None:
+            ms, rand = _last[0], (_last[1] + 1) % (1 << _RANDOM_BITS)
+        _last[0], _last[1] = ms, rand
+    value = (ms << _RANDOM_BITS) | rand
     chars = []
     for _ in range(26):
         chars.append(_ALPHABET[value & 31])

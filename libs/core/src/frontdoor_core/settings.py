@@ -166,7 +166,7 @@ def _explain(message: str) -> str:
     # msgspec says "... - at `$.field`"; name the environment variable instead.
     m = re.search(r"\$\.(\w+)", message)
     if m and m.group(1) in ENV_NAMES:
-        return f"{ENV_NAMES[m.group(1)]}: {message.split(' - at')[0]}"
+        return f"{ENV_NAMES[m.group(1)]}: {message.split(' - at', maxsplit=1)[0]}"
     return message
 
 

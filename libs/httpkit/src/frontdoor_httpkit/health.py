@@ -33,7 +33,7 @@ def health_routes(service: str) -> list[Any]:
             try:
                 await asyncio.wait_for(probe(), timeout=2)
                 checks[name] = "ok"
-            except Exception:  # noqa: BLE001 - any failure means not ready
+            except Exception:
                 checks[name] = "unavailable"
         ready = all(v == "ok" for v in checks.values())
         return Response(

@@ -45,7 +45,7 @@ async def read_json(request: Request[Any, Any, Any], into: type[T]) -> T:
     except msgspec.ValidationError as exc:
         message = str(exc)
         field = message.rsplit("`$.", 1)[-1].rstrip("`") if "`$." in message else "body"
-        reason = message.split(" - at")[0]
+        reason = message.split(" - at", maxsplit=1)[0]
         if reason.startswith("Object contains unknown field"):
             reason = "unknown field"
             field = message.split("`")[1] if "`" in message else field

@@ -127,7 +127,8 @@ def build_discovery_document(inputs: DiscoveryInputs) -> dict[str, Any]:
         feedback=Feedback(endpoint=inputs.feedback_endpoint) if inputs.feedback_endpoint else None,
         extensions=_extensions(inputs.operations_endpoint, max(profile.operations_versions, key=int)),
     )
-    built: dict[str, Any] = msgspec.to_builtins(document)
+    # Through JSON so the result holds lists, exactly what an agent will decode.
+    built: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(document))
     findings.extend(check_discovery_document(built, inputs.domain))
     if findings:
         raise InvalidDiscoveryInputs(findings)

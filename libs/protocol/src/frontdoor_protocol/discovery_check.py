@@ -22,50 +22,15 @@ from frontdoor_protocol.finding import (
     json_pointer,
     json_type_name,
 )
-from frontdoor_protocol.https_url import UrlProblem, https_url_problem
+from frontdoor_protocol.https_url import check_https_url
 from frontdoor_protocol.profile import PROFILES, Profile, parse_protocol_version
 from frontdoor_protocol.scopes import BUILT_IN_SCOPES, is_scope_token
 
-__all__ = ["check_discovery_document", "check_https_url"]
+__all__ = ["check_discovery_document"]
 
 _FORMAT: Final = "PAP §3.1"
 _API_TYPES: Final = frozenset(member.value for member in ApiType)
 _C = FindingCode
-
-_URL_MESSAGES: Final[Mapping[UrlProblem, str]] = {
-    UrlProblem.NOT_STRING: "must be a URL string",
-    UrlProblem.TOO_LONG: "is longer than any URL Frontdoor accepts",
-    UrlProblem.MALFORMED: "is not an absolute URL",
-    UrlProblem.NOT_HTTPS: "is not an https:// URL",
-    UrlProblem.HAS_USERINFO: "carries user information before the host",
-    UrlProblem.HAS_FRAGMENT: "has a #fragment",
-}
-
-
-def check_https_url(findings: Findings, value: object, pointer: str, requirement: str = "PAP-3-05") -> bool:
-    """Report ``value`` unless it is a usable HTTPS URL (PAP-3-05, PAP-3-06).
-
-    Args:
-        findings: Where to add the finding.
-        value: The member's value.
-        pointer: JSON Pointer to it.
-        requirement: The requirement to cite.
-
-    Returns:
-        Whether the URL is usable.
-    """
-    problem = https_url_problem(value)
-    if problem is None:
-        return True
-    code = _C.NOT_HTTPS if problem is UrlProblem.NOT_HTTPS else _C.INVALID_FIELD
-    findings.error(
-        code,
-        pointer,
-        f"{pointer or 'The value'} {_URL_MESSAGES[problem]}.",
-        "Use an absolute https:// URL with a host, without user:password@ or a #fragment.",
-        requirement,
-    )
-    return False
 
 
 def check_discovery_document(doc: object, served_host: str) -> list[Finding]:

@@ -172,9 +172,7 @@ CATALOGUE: Final[Mapping[ErrorCode, ErrorEntry]] = MappingProxyType(
             _entry(_C.UNSUPPORTED_TOKEN_TYPE, 400, "RFC 7009 §2.2.1"),
             _entry(_C.INVALID_TOKEN, 401, "RFC 6750 §3.1; PAP-4.8-01", challenged=True),
             _entry(_C.INSUFFICIENT_SCOPE, 403, "RFC 6750 §3.1; PAP §4.3", challenged=True),
-            _entry(
-                _C.INVALID_DPOP_PROOF, 400, "RFC 9449 §5, §7.1; PAP-4.3-02", resource_status=401, challenged=True
-            ),
+            _entry(_C.INVALID_DPOP_PROOF, 400, "RFC 9449 §5, §7.1; PAP-4.3-02", resource_status=401, challenged=True),
             _entry(
                 _C.USE_DPOP_NONCE,
                 400,

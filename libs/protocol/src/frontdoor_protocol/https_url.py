@@ -7,11 +7,14 @@ issuers) and no whitespace or control characters.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Final
 from urllib.parse import urlsplit
 
-__all__ = ["MAX_URL_LENGTH", "UrlProblem", "host_of", "https_url_problem"]
+from frontdoor_protocol.finding import FindingCode, Findings
+
+__all__ = ["MAX_URL_LENGTH", "UrlProblem", "check_https_url", "host_of", "https_url_problem"]
 
 MAX_URL_LENGTH: Final = 2048
 """Longest URL accepted anywhere in a protocol document."""
@@ -73,3 +76,39 @@ def host_of(url: str) -> str | None:
         return urlsplit(url).hostname
     except ValueError:
         return None
+
+
+_URL_MESSAGES: Final[Mapping[UrlProblem, str]] = {
+    UrlProblem.NOT_STRING: "must be a URL string",
+    UrlProblem.TOO_LONG: "is longer than any URL Frontdoor accepts",
+    UrlProblem.MALFORMED: "is not an absolute URL",
+    UrlProblem.NOT_HTTPS: "is not an https:// URL",
+    UrlProblem.HAS_USERINFO: "carries user information before the host",
+    UrlProblem.HAS_FRAGMENT: "has a #fragment",
+}
+
+
+def check_https_url(findings: Findings, value: object, pointer: str, requirement: str = "PAP-3-05") -> bool:
+    """Report ``value`` unless it is a usable HTTPS URL (PAP-3-05, PAP-3-06).
+
+    Args:
+        findings: Where to add the finding.
+        value: The member's value.
+        pointer: JSON Pointer to it.
+        requirement: The requirement to cite.
+
+    Returns:
+        Whether the URL is usable.
+    """
+    problem = https_url_problem(value)
+    if problem is None:
+        return True
+    code = FindingCode.NOT_HTTPS if problem is UrlProblem.NOT_HTTPS else FindingCode.INVALID_FIELD
+    findings.error(
+        code,
+        pointer,
+        f"{pointer or 'The value'} {_URL_MESSAGES[problem]}.",
+        "Use an absolute https:// URL with a host, without user:password@ or a #fragment.",
+        requirement,
+    )
+    return False

@@ -47,6 +47,7 @@ __all__ = [
     "listed_domains",
     "parse_domain",
     "policy_from",
+    "run_due_checks",
 ]
 
 MAX_DOMAINS_PER_TENANT = 50
@@ -288,3 +289,26 @@ def policy_from(
         grace_period=grace,
         error_retry_interval=min(pending_recheck, recheck),
     )
+
+
+async def run_due_checks(
+    pool: asyncpg.Pool, *, lookup: TxtLookup, now: datetime, policy: LifecyclePolicy, limit: int = 100,
+    concurrency: int = 10,
+) -> list[DomainView]:
+    """The scheduled job: lease due claims and check each (DNS lookups run concurrently)."""
+    import asyncio
+
+    async with pool.acquire() as conn, conn.transaction():
+        due = await claim_due(conn, now, limit=limit)
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(tenant_id: str, domain_id: str) -> DomainView | None:
+        async with gate:
+            try:
+                return await check_domain(pool, Actor(tenant_id=tenant_id, type="system"), domain_id,
+                                          lookup=lookup, now=now, policy=policy, manual=False, by_id=True)
+            except NotFound:
+                return None  # deleted meanwhile
+
+    done = await asyncio.gather(*(one(t, d) for t, d in due))
+    return [v for v in done if v is not None]

@@ -16,9 +16,9 @@ from joserfc.jwk import ECKey
 from .credentials.key_encryption import Kek, row_aad
 from .credentials.key_rotation import (
     SigningKeyRecord,
+    current_signing_key,
     published_keys,
     rotate,
-    current_signing_key,
 )
 from .credentials.signing_key import generate_signing_key, load_private_key
 

@@ -20,9 +20,8 @@ import shutil
 import subprocess
 import tempfile
 import time
-from pathlib import Path
-
 from importlib.util import find_spec
+from pathlib import Path
 
 __all__ = ["EmbeddedPostgres", "PostgresError"]
 

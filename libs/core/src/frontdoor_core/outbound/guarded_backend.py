@@ -84,7 +84,7 @@ class GuardedNetworkBackend(httpcore.AsyncNetworkBackend):
         for address in addresses:
             try:
                 return await self._inner.connect_tcp(
-                    name,
+                    str(address),
                     port,
                     timeout=timeout,
                     local_address=local_address,

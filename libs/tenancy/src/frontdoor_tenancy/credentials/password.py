@@ -88,7 +88,7 @@ def verify_password(password_hash: str, candidate: str) -> bool:
         True only when the candidate is the password.
     """
     try:
-        return _HASHER.verify(password_hash, candidate)
+        return _HASHER.verify(password_hash, _normalise(candidate))
     except (VerificationError, InvalidHashError):
         return False
 

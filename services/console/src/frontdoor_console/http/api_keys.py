@@ -8,6 +8,8 @@ from frontdoor_tenancy import api_keys
 from frontdoor_tenancy.actor import Actor
 from litestar import Controller, delete, get, post
 from litestar.datastructures import State
+from litestar.di import NamedDependency
+from litestar.params import FromPath
 
 from .deps import ctx_of, require_writer
 
@@ -34,7 +36,7 @@ class ApiKeysController(Controller):
     tags = ["api-keys"]
 
     @post("/", status_code=201, summary="Create an API key (the secret is shown once)")
-    async def create(self, data: NewApiKey, actor: Actor, state: State) -> CreatedOut:
+    async def create(self, data: NewApiKey, actor: NamedDependency[Actor], state: State) -> CreatedOut:
         require_writer(actor)
         async with transaction(ctx_of(state).pool) as conn:
             created = await api_keys.create_key(conn, actor, data.name)
@@ -42,12 +44,12 @@ class ApiKeysController(Controller):
                           api_key=created.api_key)
 
     @get("/", summary="List API keys (prefixes only)")
-    async def list_(self, actor: Actor, state: State) -> ApiKeyList:
+    async def list_(self, actor: NamedDependency[Actor], state: State) -> ApiKeyList:
         async with ctx_of(state).pool.acquire() as conn:
             return ApiKeyList(data=await api_keys.list_keys(conn, actor.tenant_id))
 
     @delete("/{key_id:str}", status_code=200, summary="Revoke an API key")
-    async def revoke(self, key_id: str, actor: Actor, state: State) -> api_keys.ApiKeyView:
+    async def revoke(self, key_id: FromPath[str], actor: NamedDependency[Actor], state: State) -> api_keys.ApiKeyView:
         require_writer(actor)
         async with transaction(ctx_of(state).pool) as conn:
             return await api_keys.revoke_key(conn, actor, key_id)

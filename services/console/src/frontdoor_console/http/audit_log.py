@@ -7,6 +7,7 @@ from frontdoor_tenancy import audit
 from frontdoor_tenancy.actor import Actor
 from litestar import get
 from litestar.datastructures import State
+from litestar.di import NamedDependency
 from litestar.params import Parameter
 
 from .deps import ctx_of
@@ -21,7 +22,7 @@ class AuditPage(msgspec.Struct, frozen=True, kw_only=True):
 
 @get("/api/v1/audit-log", tags=["audit"], summary="Read the audit log")
 async def audit_log(
-    actor: Actor,
+    actor: NamedDependency[Actor],
     state: State,
     limit: int = Parameter(default=50, ge=1, le=200),
     before: str | None = Parameter(default=None, max_length=40),

@@ -49,7 +49,7 @@ async def rate_limit(ctx: ConsoleContext, key: str, *, limit: int, window_s: int
     """Count one attempt; 429 past the limit; 503 when Redis is unreachable (fail closed)."""
     try:
         allowed, retry = await hit(ctx.redis, key, limit=limit, window_s=window_s)
-    except Exception:  # noqa: BLE001 - any Redis failure
+    except Exception:
         raise Unavailable("rate_limiter_unavailable", "Try again in a moment.", retry_after=5) from None
     if not allowed:
         raise RateLimited("rate_limited", "Too many attempts; wait and retry.", retry_after=retry)

@@ -10,6 +10,8 @@ from frontdoor_tenancy import domain_claims
 from frontdoor_tenancy.actor import Actor
 from litestar import Response, delete, get, post
 from litestar.datastructures import State
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody
 
 from ..policy import lifecycle_policy
 from .deps import ctx_of, require_writer
@@ -27,7 +29,7 @@ class DomainList(msgspec.Struct, frozen=True, kw_only=True):
 
 @post("/api/v1/domains", status_code=201, tags=["domains"], summary="Claim a domain",
       description="Answers the TXT record to publish at `_frontdoor-challenge.<domain>`.")
-async def add_domain(data: NewDomain, actor: Actor, state: State) -> domain_claims.DomainView:
+async def add_domain(data: JSONBody[NewDomain], actor: NamedDependency[Actor], state: State) -> domain_claims.DomainView:
     require_writer(actor)
     ctx = ctx_of(state)
     async with transaction(ctx.pool) as conn:
@@ -36,19 +38,19 @@ async def add_domain(data: NewDomain, actor: Actor, state: State) -> domain_clai
 
 
 @get("/api/v1/domains", tags=["domains"], summary="List your domains")
-async def list_domains(actor: Actor, state: State) -> DomainList:
+async def list_domains(actor: NamedDependency[Actor], state: State) -> DomainList:
     async with ctx_of(state).pool.acquire() as conn:
         return DomainList(data=await domain_claims.list_domains(conn, actor.tenant_id))
 
 
 @get("/api/v1/domains/{domain:str}", tags=["domains"], summary="Read one domain")
-async def get_domain(domain: str, actor: Actor, state: State) -> domain_claims.DomainView:
+async def get_domain(domain: FromPath[str], actor: NamedDependency[Actor], state: State) -> domain_claims.DomainView:
     async with ctx_of(state).pool.acquire() as conn:
         return await domain_claims.get_domain(conn, actor.tenant_id, domain)
 
 
 @delete("/api/v1/domains/{domain:str}", status_code=204, tags=["domains"], summary="Remove a domain")
-async def delete_domain(domain: str, actor: Actor, state: State) -> None:
+async def delete_domain(domain: FromPath[str], actor: NamedDependency[Actor], state: State) -> None:
     require_writer(actor)
     async with transaction(ctx_of(state).pool) as conn:
         await domain_claims.delete_domain(conn, actor, domain)
@@ -56,7 +58,7 @@ async def delete_domain(domain: str, actor: Actor, state: State) -> None:
 
 @post("/api/v1/domains/{domain:str}/verify", status_code=200, tags=["domains"], summary="Check DNS now",
       description="Looks the TXT record up now and answers the domain's new state. A DNS error changes nothing.")
-async def verify_domain(domain: str, actor: Actor, state: State) -> domain_claims.DomainView:
+async def verify_domain(domain: FromPath[str], actor: NamedDependency[Actor], state: State) -> domain_claims.DomainView:
     require_writer(actor)
     ctx = ctx_of(state)
     return await domain_claims.check_domain(

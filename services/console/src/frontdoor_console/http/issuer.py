@@ -12,7 +12,8 @@ from frontdoor_tenancy.actor import Actor
 from frontdoor_tenancy.issuer_settings import IssuerSettings
 from litestar import get, patch, post, put
 from litestar.datastructures import State
-from litestar.params import Parameter
+from litestar.di import NamedDependency
+from litestar.params import JSONBody, Parameter
 
 from .deps import ctx_of, require_writer
 
@@ -29,7 +30,7 @@ class IssuerOut(msgspec.Struct, frozen=True, kw_only=True):
 
 
 @get("/api/v1/issuer", tags=["issuer"], summary="Read the issuer settings")
-async def get_issuer(actor: Actor, state: State) -> IssuerOut:
+async def get_issuer(actor: NamedDependency[Actor], state: State) -> IssuerOut:
     ctx = ctx_of(state)
     async with ctx.pool.acquire() as conn:
         tenant = await tenants.get_tenant(conn, actor.tenant_id)
@@ -50,7 +51,7 @@ def _out(ctx: Any, slug: str, stored: issuer_settings.StoredIssuerSettings) -> I
 @put("/api/v1/issuer", tags=["issuer"], summary="Replace the issuer settings",
      description="Send `If-Match: <version>` to refuse the write if someone changed the settings meanwhile.")
 async def put_issuer(
-    data: IssuerSettings, actor: Actor, state: State,
+    data: JSONBody[IssuerSettings], actor: NamedDependency[Actor], state: State,
     if_match: str | None = Parameter(header="If-Match", default=None, max_length=20),
 ) -> IssuerOut:
     require_writer(actor)
@@ -78,7 +79,7 @@ class TenantPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
 
 @get("/api/v1/tenant", tags=["tenants"], summary="Read your tenant")
-async def get_tenant(actor: Actor, state: State) -> TenantOut:
+async def get_tenant(actor: NamedDependency[Actor], state: State) -> TenantOut:
     ctx = ctx_of(state)
     async with ctx.pool.acquire() as conn:
         t = await tenants.get_tenant(conn, actor.tenant_id)
@@ -87,7 +88,7 @@ async def get_tenant(actor: Actor, state: State) -> TenantOut:
 
 
 @patch("/api/v1/tenant", tags=["tenants"], summary="Change the slug (only before any domain is verified)")
-async def patch_tenant(data: TenantPatch, actor: Actor, state: State) -> TenantOut:
+async def patch_tenant(data: JSONBody[TenantPatch], actor: NamedDependency[Actor], state: State) -> TenantOut:
     require_writer(actor)
     ctx = ctx_of(state)
     async with transaction(ctx.pool) as conn:
@@ -108,7 +109,7 @@ class SigningKeyList(msgspec.Struct, frozen=True, kw_only=True):
 
 @post("/api/v1/signing-keys/rotate", status_code=201, tags=["issuer"], summary="Rotate the issuer signing key",
       description="The new key is published now and signs after the configured lead time.")
-async def rotate_key(actor: Actor, state: State) -> RotationOut:
+async def rotate_key(actor: NamedDependency[Actor], state: State) -> RotationOut:
     require_writer(actor)
     ctx = ctx_of(state)
     async with transaction(ctx.pool) as conn:
@@ -120,7 +121,7 @@ async def rotate_key(actor: Actor, state: State) -> RotationOut:
 
 
 @get("/api/v1/signing-keys", tags=["issuer"], summary="The published public keys (the issuer's JWKS)")
-async def list_signing_keys(actor: Actor, state: State) -> SigningKeyList:
+async def list_signing_keys(actor: NamedDependency[Actor], state: State) -> SigningKeyList:
     ctx = ctx_of(state)
     async with ctx.pool.acquire() as conn:
         doc = await signing_keys.jwks(conn, actor.tenant_id, ctx.now())

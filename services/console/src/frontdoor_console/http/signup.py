@@ -9,6 +9,7 @@ from frontdoor_httpkit import current_request_id
 from frontdoor_tenancy import tenants
 from litestar import Request, post
 from litestar.datastructures import State
+from litestar.params import JSONBody
 
 from .deps import ctx_of, rate_limit
 
@@ -33,7 +34,7 @@ class SignUpOut(msgspec.Struct, frozen=True, kw_only=True):
 
 @post("/api/v1/signup", status_code=201, tags=["tenants"], summary="Sign up a company",
       description="Creates the tenant and its owner. The `api_key` is shown only in this response.")
-async def signup(data: tenants.SignUp, request: Request[Any, Any, Any], state: State) -> SignUpOut:
+async def signup(data: JSONBody[tenants.SignUp], request: Request[Any, Any, Any], state: State) -> SignUpOut:
     ctx = ctx_of(state)
     client = request.client.host if request.client else "unknown"
     await rate_limit(ctx, f"signup:{client}", limit=ctx.settings.signup_rate_limit, window_s=3600)

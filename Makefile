@@ -1,0 +1,52 @@
+# Frontdoor: `make run` starts everything, `make test` tests everything. `make help` lists the rest.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+JOBS ?= 2
+PACKAGES := libs/core libs/protocol libs/tenancy libs/httpkit services/issuer services/console services/dispatcher tools/devstack
+STAMP := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help install run test test-fast check lint typecheck imports fmt bench clean-data
+
+help: ## List the targets
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(PY) requirements/constraints.txt requirements/dev.in $(foreach p,$(PACKAGES),$(p)/pyproject.toml)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -c requirements/constraints.txt -r requirements/dev.in $(foreach p,$(PACKAGES),-e $(p))
+	@touch $(STAMP)
+
+install: $(STAMP) ## Create the virtualenv and install every package (pinned)
+
+run: $(STAMP) ## Start the whole stack (embedded PostgreSQL/Redis unless DATABASE_URL/REDIS_URL are set)
+	$(PY) -m frontdoor_devstack.run
+
+test: $(STAMP) ## Run the architecture check and the whole test suite (as CI does)
+	$(VENV)/bin/lint-imports --no-cache
+	$(PY) -m pytest -n $(JOBS) -q
+
+test-fast: $(STAMP) ## Unit tests only
+	$(PY) -m pytest -q tests/unit
+
+lint: $(STAMP) ## ruff
+	$(VENV)/bin/ruff check libs services tools tests bench
+
+typecheck: $(STAMP) ## mypy (strict on libs)
+	$(VENV)/bin/mypy libs/core/src libs/protocol/src libs/tenancy/src libs/httpkit/src services/issuer/src services/console/src services/dispatcher/src
+
+imports: $(STAMP) ## import-linter contracts
+	$(VENV)/bin/lint-imports --no-cache
+
+check: lint typecheck imports ## Lint, type checks and import contracts
+
+bench: $(STAMP) ## Benchmarks (each prints a ratio against a same-run baseline)
+	$(PY) bench/run_all.py
+
+clean-data: ## Delete the dev data directory (embedded databases, dev KEK, demo credentials)
+	rm -rf $${FRONTDOOR_DATA_DIR:-.data}

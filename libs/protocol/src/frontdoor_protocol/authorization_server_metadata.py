@@ -1,0 +1,205 @@
+"""The issuer's RFC 8414 metadata with ``poppy_domains`` (PAP §3.2).
+
+Each tenant has its own issuer (PAP-3.2-08), often with a path such as
+``https://auth.provider.example/shop-a``; its metadata lives at the RFC 8414 §3.1 URL
+(:func:`metadata_url`). The document lists exactly what an agent needs: the endpoints of
+the enabled sign-in types, ``private_key_jwt`` client authentication, DPoP algorithms with
+ES256, PKCE S256 and the ``iss`` authorization response parameter for Direct Sign-In.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from enum import StrEnum
+from typing import Any, Final
+from urllib.parse import urlsplit, urlunsplit
+
+import msgspec
+
+from frontdoor_protocol.domain_name import is_domain_name, normalize_domain
+from frontdoor_protocol.https_url import https_url_problem
+from frontdoor_protocol.jws_algorithm import REQUIRED_DPOP_ALGORITHM, is_asymmetric_algorithm
+from frontdoor_protocol.scopes import BUILT_IN_SCOPES, is_scope_token
+
+__all__ = [
+    "CLIENT_AUTH_METHOD",
+    "METADATA_WELL_KNOWN",
+    "AuthorizationServerMetadata",
+    "GrantType",
+    "build_metadata",
+    "metadata_url",
+]
+
+METADATA_WELL_KNOWN: Final = "/.well-known/oauth-authorization-server"
+"""The RFC 8414 §3 well-known path."""
+
+CLIENT_AUTH_METHOD: Final = "private_key_jwt"
+"""How agents authenticate: an assertion signed with a key from their ``jwks_uri`` (PAP §4.1)."""
+
+
+class GrantType(StrEnum):
+    """The grant types a company's token endpoint can accept."""
+
+    JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+    """Start or renew a Session with a Session assertion (RFC 7523; PAP §4.2). Always on."""
+    REFRESH_TOKEN = "refresh_token"
+    """Use an Account Token (PAP §4.8)."""
+    AUTHORIZATION_CODE = "authorization_code"
+    """Direct Sign-In (PAP §4.5)."""
+    DEVICE_CODE = "urn:ietf:params:oauth:grant-type:device_code"
+    """Device Sign-In (RFC 8628; PAP §4.6)."""
+
+
+class AuthorizationServerMetadata(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """RFC 8414 §2 metadata as a PAP company publishes it (PAP-3.2-01)."""
+
+    issuer: str
+    poppy_domains: tuple[str, ...]
+    jwks_uri: str
+    token_endpoint: str
+    revocation_endpoint: str
+    grant_types_supported: tuple[str, ...]
+    response_types_supported: tuple[str, ...]
+    token_endpoint_auth_methods_supported: tuple[str, ...]
+    token_endpoint_auth_signing_alg_values_supported: tuple[str, ...]
+    revocation_endpoint_auth_methods_supported: tuple[str, ...]
+    revocation_endpoint_auth_signing_alg_values_supported: tuple[str, ...]
+    dpop_signing_alg_values_supported: tuple[str, ...]
+    scopes_supported: tuple[str, ...]
+    authorization_endpoint: str | None = None
+    device_authorization_endpoint: str | None = None
+    code_challenge_methods_supported: tuple[str, ...] | None = None
+    authorization_response_iss_parameter_supported: bool | None = None
+
+
+def metadata_url(issuer: str) -> str:
+    """Where an issuer's metadata is published (RFC 8414 §3.1).
+
+    The well-known path goes between the host and the issuer's path, and a terminating
+    ``/`` of the path is dropped: ``https://h/slug`` has its metadata at
+    ``https://h/.well-known/oauth-authorization-server/slug`` (PAP-3.2-07, PAP-3.2-08).
+
+    Args:
+        issuer: An issuer identifier: an https URL without query or fragment (RFC 8414 §2).
+
+    Returns:
+        The metadata URL.
+
+    Raises:
+        ValueError: If ``issuer`` is not a valid issuer identifier.
+    """
+    if https_url_problem(issuer) is not None or "?" in issuer:
+        raise ValueError("an issuer is an https URL without query or fragment")
+    parts = urlsplit(issuer)
+    path = parts.path.rstrip("/")
+    return urlunsplit((parts.scheme, parts.netloc, METADATA_WELL_KNOWN + path, "", ""))
+
+
+def _require_url(value: str, name: str) -> None:
+    if https_url_problem(value) is not None:
+        raise ValueError(f"{name} must be an https URL (PAP-3-05)")
+
+
+def _algorithms(values: Sequence[str], name: str) -> tuple[str, ...]:
+    algs = tuple(dict.fromkeys(values))
+    if not algs or not all(is_asymmetric_algorithm(alg) for alg in algs):
+        raise ValueError(f"{name} must list asymmetric JWS algorithms only (PAP-4.3-20)")
+    return algs
+
+
+def build_metadata(
+    *,
+    issuer: str,
+    domains: Iterable[str],
+    jwks_uri: str,
+    token_endpoint: str,
+    revocation_endpoint: str,
+    scopes: Iterable[str] = tuple(BUILT_IN_SCOPES),
+    grant_types: Iterable[GrantType] = (GrantType.JWT_BEARER, GrantType.REFRESH_TOKEN),
+    authorization_endpoint: str | None = None,
+    device_authorization_endpoint: str | None = None,
+    assertion_signing_algs: Sequence[str] = ("ES256", "RS256"),
+    dpop_signing_algs: Sequence[str] = (REQUIRED_DPOP_ALGORITHM,),
+) -> dict[str, Any]:
+    """The metadata document of one tenant's issuer.
+
+    Args:
+        issuer: The issuer identifier, published unchanged as ``auth.issuer`` too.
+        domains: Every domain whose ``poppy.json`` names this issuer (PAP-3.2-01).
+        jwks_uri: Where the issuer's public signing keys are.
+        token_endpoint: The token endpoint.
+        revocation_endpoint: The RFC 7009 endpoint for Account Tokens (PAP §4.9).
+        scopes: Every scope any sign-in type grants, built-in and custom.
+        grant_types: The enabled grants; ``jwt-bearer`` must be one (Sessions, PAP §4.2).
+        authorization_endpoint: Required exactly when ``authorization_code`` is enabled.
+        device_authorization_endpoint: Required exactly when ``device_code`` is enabled.
+        assertion_signing_algs: Algorithms accepted for client assertions.
+        dpop_signing_algs: Algorithms accepted for DPoP proofs; must include ES256.
+
+    Returns:
+        The metadata as plain JSON values.
+
+    Raises:
+        ValueError: If a URL is not https, a domain or scope is malformed, an algorithm is
+            not asymmetric, ES256 is missing from ``dpop_signing_algs``, or the endpoints
+            do not match the grant types.
+    """
+    metadata_url(issuer)
+    for name, url in (("jwks_uri", jwks_uri), ("token_endpoint", token_endpoint)):
+        _require_url(url, name)
+    _require_url(revocation_endpoint, "revocation_endpoint")
+    grants = tuple(dict.fromkeys(GrantType(grant) for grant in grant_types))
+    if GrantType.JWT_BEARER not in grants:
+        raise ValueError("the jwt-bearer grant starts Sessions and cannot be disabled (PAP §4.2)")
+    direct = _optional_endpoint(
+        authorization_endpoint, GrantType.AUTHORIZATION_CODE in grants, "authorization_endpoint"
+    )
+    device = _optional_endpoint(
+        device_authorization_endpoint, GrantType.DEVICE_CODE in grants, "device_authorization_endpoint"
+    )
+    poppy_domains = tuple(dict.fromkeys(normalize_domain(domain) for domain in _domains(domains)))
+    if not poppy_domains:
+        raise ValueError("poppy_domains lists at least one domain (PAP-3.2-01)")
+    scope_list = tuple(dict.fromkeys(scopes))
+    if not all(is_scope_token(scope) for scope in scope_list):
+        raise ValueError("every scope must be a scope-token (RFC 6749 §3.3)")
+    dpop_algs = _algorithms(dpop_signing_algs, "dpop_signing_algs")
+    if REQUIRED_DPOP_ALGORITHM not in dpop_algs:
+        raise ValueError("dpop_signing_algs must include ES256 (PAP-3.2-10)")
+    assertion_algs = _algorithms(assertion_signing_algs, "assertion_signing_algs")
+    metadata = AuthorizationServerMetadata(
+        issuer=issuer,
+        poppy_domains=poppy_domains,
+        jwks_uri=jwks_uri,
+        token_endpoint=token_endpoint,
+        revocation_endpoint=revocation_endpoint,
+        grant_types_supported=tuple(grant.value for grant in grants),
+        response_types_supported=("code",) if direct else (),
+        token_endpoint_auth_methods_supported=(CLIENT_AUTH_METHOD,),
+        token_endpoint_auth_signing_alg_values_supported=assertion_algs,
+        revocation_endpoint_auth_methods_supported=(CLIENT_AUTH_METHOD,),
+        revocation_endpoint_auth_signing_alg_values_supported=assertion_algs,
+        dpop_signing_alg_values_supported=dpop_algs,
+        scopes_supported=scope_list,
+        authorization_endpoint=direct,
+        device_authorization_endpoint=device,
+        code_challenge_methods_supported=("S256",) if direct else None,
+        authorization_response_iss_parameter_supported=True if direct else None,
+    )
+    built: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(metadata))
+    return built
+
+
+def _optional_endpoint(url: str | None, enabled: bool, name: str) -> str | None:
+    if enabled != (url is not None):
+        raise ValueError(f"{name} is given exactly when its grant type is enabled")
+    if url is not None:
+        _require_url(url, name)
+    return url
+
+
+def _domains(domains: Iterable[str]) -> Iterable[str]:
+    for domain in domains:
+        if not is_domain_name(domain):
+            raise ValueError("poppy_domains entries must be DNS names (PAP-3.2-01)")
+        yield domain

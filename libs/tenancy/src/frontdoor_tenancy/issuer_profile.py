@@ -1,0 +1,123 @@
+"""A tenant's public face: its issuer URLs, RFC 8414 metadata and generated ``poppy.json``.
+
+Everything here is derived, never stored: the slug fixes the issuer identifier, the
+issuer settings choose what is enabled, and the verified domains fill ``poppy_domains``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+import msgspec
+from frontdoor_core.errors import Conflict, NotFound
+from frontdoor_protocol.authorization_server_metadata import GrantType, build_metadata
+from frontdoor_protocol.discovery_builder import DiscoveryInputs, InvalidDiscoveryInputs, build_discovery_document
+from frontdoor_protocol.discovery_document import ApiListing, Auth, SignInOffer
+
+from . import domain_claims, issuer_settings, tenants
+from .issuer_settings import IssuerSettings
+
+__all__ = ["IssuerUrls", "discovery_document", "issuer_metadata", "issuer_urls", "metadata_for_slug"]
+
+
+class IssuerUrls(msgspec.Struct, frozen=True, kw_only=True):
+    """The endpoints of one tenant's issuer (all under the issuer path)."""
+
+    issuer: str
+    metadata: str
+    jwks_uri: str
+    token_endpoint: str
+    revocation_endpoint: str
+    authorization_endpoint: str
+    device_authorization_endpoint: str
+
+
+def issuer_urls(base_url: str, slug: str) -> IssuerUrls:
+    """URLs for ``slug`` under ``base_url`` (RFC 8414 §3.1 path-inserted metadata)."""
+    issuer = f"{base_url}/{slug}"
+    return IssuerUrls(
+        issuer=issuer,
+        metadata=f"{base_url}/.well-known/oauth-authorization-server/{slug}",
+        jwks_uri=f"{issuer}/jwks.json",
+        token_endpoint=f"{issuer}/oauth/token",
+        revocation_endpoint=f"{issuer}/oauth/revoke",
+        authorization_endpoint=f"{issuer}/oauth/authorize",
+        device_authorization_endpoint=f"{issuer}/oauth/device",
+    )
+
+
+def issuer_metadata(urls: IssuerUrls, settings: IssuerSettings, domains: list[str], *, dev: bool = False) -> dict[str, Any]:
+    """The RFC 8414 document with ``poppy_domains`` (PAP §3.2)."""
+    grants = [GrantType.JWT_BEARER, GrantType.REFRESH_TOKEN]
+    if settings.direct.enabled:
+        grants.append(GrantType.AUTHORIZATION_CODE)
+    if settings.device.enabled:
+        grants.append(GrantType.DEVICE_CODE)
+    scopes = list(dict.fromkeys([*issuer_settings.BUILTIN_SCOPES, *settings.enabled_scopes()]))
+    return build_metadata(
+        issuer=urls.issuer,
+        domains=domains,
+        jwks_uri=urls.jwks_uri,
+        token_endpoint=urls.token_endpoint,
+        revocation_endpoint=urls.revocation_endpoint,
+        scopes=scopes,
+        grant_types=grants,
+        authorization_endpoint=urls.authorization_endpoint if settings.direct.enabled else None,
+        device_authorization_endpoint=urls.device_authorization_endpoint if settings.device.enabled else None,
+        allow_http_loopback=dev,
+    )
+
+
+async def metadata_for_slug(conn: asyncpg.Connection, base_url: str, slug: str, *, dev: bool = False
+                            ) -> dict[str, Any] | None:
+    """The metadata of the issuer at ``slug``, or None when no tenant has that slug."""
+    tenant = await tenants.tenant_by_slug(conn, slug)
+    if tenant is None:
+        return None
+    stored = await issuer_settings.get_settings(conn, tenant.id)
+    domains = await domain_claims.listed_domains(conn, tenant.id)
+    return issuer_metadata(issuer_urls(base_url, slug), stored.settings, domains, dev=dev)
+
+
+def _auth(urls: IssuerUrls, s: IssuerSettings) -> Auth:
+    used = set(s.enabled_scopes())
+    custom = {k: v for k, v in s.custom_scopes.items() if k in used}
+    return Auth(
+        issuer=urls.issuer,
+        direct=SignInOffer(scopes=tuple(s.direct.scopes)) if s.direct.enabled else None,
+        device=SignInOffer(scopes=tuple(s.device.scopes)) if s.device.enabled else None,
+        custom_scopes=custom or None,
+    )
+
+
+async def discovery_document(conn: asyncpg.Connection, tenant_id: str, base_url: str, raw_domain: str, *,
+                             dev: bool = False) -> dict[str, Any]:
+    """The ``poppy.json`` the company publishes on a verified domain (profile 0.2).
+
+    Raises:
+        NotFound: no such domain on this tenant.
+        Conflict: the domain is not verified yet, or the settings cannot make a valid document.
+    """
+    view = await domain_claims.get_domain(conn, tenant_id, raw_domain)
+    if view.status != "verified":
+        raise Conflict("domain_not_verified",
+                       "Verify the domain first: publish its TXT record, then POST .../verify.")
+    tenant = await tenants.get_tenant(conn, tenant_id)
+    stored = await issuer_settings.get_settings(conn, tenant_id)
+    urls = issuer_urls(base_url, tenant.slug)
+    s = stored.settings
+    try:
+        return build_discovery_document(DiscoveryInputs(
+            organization_name=s.organization_name or tenant.organization_name,
+            domain=view.domain,
+            auth=_auth(urls, s),
+            apis=tuple(ApiListing(type=a.type, url=a.url, description=a.description) for a in s.apis),
+            allow_http_loopback=dev,
+        ))
+    except InvalidDiscoveryInputs as exc:
+        raise Conflict("invalid_discovery_document", "Your issuer settings cannot make a valid poppy.json.",
+                       fields={f.pointer or "/": f.message for f in exc.findings}) from None
+
+
+_ = NotFound

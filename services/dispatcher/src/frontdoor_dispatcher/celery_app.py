@@ -1,0 +1,43 @@
+"""The Celery app: Redis broker, periodic jobs scheduled by beat.
+
+Jobs are thin: each calls one use case of a domain library. The database, not the
+broker, holds the state (a lost task is re-found by the next sweep).
+"""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+from celery.signals import setup_logging
+from frontdoor_core.logging import configure_logging
+
+from .settings import load
+
+__all__ = ["app"]
+
+_settings = load()
+app = Celery("frontdoor", broker=_settings.redis_url or "redis://127.0.0.1:6379/0", include=["frontdoor_dispatcher.tasks.domains"])
+app.conf.update(
+    task_serializer="json",
+    accept_content=["json"],
+    task_acks_late=True,
+    task_reject_on_worker_lost=True,
+    worker_prefetch_multiplier=1,
+    broker_connection_retry_on_startup=True,
+    beat_schedule_filename=os.path.join(_settings.data_dir, "celerybeat-schedule"),
+    beat_schedule={
+        "domains-sweep": {
+            "task": "frontdoor.domains.sweep",
+            "schedule": _settings.domain_sweep_interval.total_seconds(),
+            "options": {"expires": _settings.domain_sweep_interval.total_seconds()},
+        },
+    },
+    timezone="UTC",
+)
+
+
+@setup_logging.connect
+def _configure_logging(**_: object) -> None:
+    """Use Frontdoor's redacting JSON logging instead of Celery's own."""
+    configure_logging(level=_settings.log_level, fmt=_settings.log_format)

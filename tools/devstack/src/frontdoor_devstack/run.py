@@ -1,0 +1,193 @@
+"""``make run``: the whole stack on one machine, stopped cleanly with Ctrl-C or SIGTERM.
+
+Starts embedded PostgreSQL and Redis when ``DATABASE_URL`` / ``REDIS_URL`` are unset,
+applies migrations, seeds a demo tenant, then runs each service under granian plus the
+Celery worker and beat, and prints where everything is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from frontdoor_core.settings import ENV_NAMES, SettingsError, load_settings
+
+from .postgres import EmbeddedPostgres
+from .redis_server import EmbeddedRedis
+from .seed import apply_all_migrations, seed_demo
+
+_BANNER = "=" * 72
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    # Children get SIGTERM if this supervisor dies abruptly: no orphans even on kill -9.
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+def _kek(data_dir: Path) -> str:
+    path = data_dir / "kek"
+    if path.exists():
+        return path.read_text().strip()
+    from frontdoor_tenancy.credentials.key_encryption import generate_kek_value
+
+    value = generate_kek_value()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(value + "\n")
+    return value
+
+
+def _wait_http(url: str, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=1) as r:  # noqa: S310 - loopback health probe
+                if r.status == 200:
+                    return True
+        except OSError:
+            time.sleep(0.2)
+    return False
+
+
+class Stack:
+    """Owns every child process and embedded server; `stop` is safe to call twice."""
+
+    def __init__(self) -> None:
+        self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self.servers: list[Any] = []
+        self.stopping = False
+
+    def spawn(self, name: str, args: list[str], env: dict[str, str], log: Path) -> None:
+        out = open(log, "ab")  # noqa: SIM115 - handed to the child
+        proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, preexec_fn=_die_with_parent)  # noqa: PLW1509
+        out.close()
+        self.children.append((name, proc))
+
+    def stop(self) -> None:
+        if self.stopping:
+            return
+        self.stopping = True
+        print("\nStopping Frontdoor...", flush=True)
+        for _, proc in self.children:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for name, proc in self.children:
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                print(f"  {name} did not stop in time; killing it", flush=True)
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        for server in reversed(self.servers):
+            server.stop()
+        print("Stopped.", flush=True)
+
+
+def main() -> int:
+    try:
+        settings = load_settings(os.environ)
+    except SettingsError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    data_dir = Path(settings.data_dir).resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(data_dir, 0o711)  # traversable (the embedded PostgreSQL may run as 'nobody'), not listable
+    logs = data_dir / "logs"
+    logs.mkdir(exist_ok=True)
+    env = dict(os.environ)
+    env.setdefault(ENV_NAMES["kek"], settings.kek or _kek(data_dir))
+    stack = Stack()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        if not settings.database_url:
+            pg = EmbeddedPostgres(data_dir / "postgres")
+            pg.start()
+            stack.servers.append(pg)
+            env["DATABASE_URL"] = pg.url
+        if not settings.redis_url:
+            rs = EmbeddedRedis(data_dir / "redis")
+            rs.start()
+            stack.servers.append(rs)
+            env["REDIS_URL"] = rs.url
+        settings = load_settings(env)
+        asyncio.run(apply_all_migrations(settings.database_url))
+        demo = asyncio.run(seed_demo(settings, data_dir))
+        py = sys.executable
+        granian = str(Path(py).with_name("granian"))
+        celery = str(Path(py).with_name("celery"))
+        services = [("console", settings.console_port), ("issuer", settings.issuer_port)]
+        for name, port in services:
+            stack.spawn(name, [granian, "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port),
+                               "--workers", "1", "--no-ws", f"frontdoor_{name}.asgi:app"], env, logs / f"{name}.log")
+        stack.spawn("worker", [celery, "-A", "frontdoor_dispatcher.celery_app", "worker", "--concurrency", "2",
+                               "--loglevel", "INFO", "-n", f"worker-{secrets.token_hex(3)}@%h"], env,
+                    logs / "worker.log")
+        stack.spawn("beat", [celery, "-A", "frontdoor_dispatcher.celery_app", "beat", "--loglevel", "INFO"], env,
+                    logs / "beat.log")
+        for name, port in services:
+            if not _wait_http(f"http://127.0.0.1:{port}/healthz"):
+                print(f"{name} did not start; see {logs / (name + '.log')}", file=sys.stderr)
+                stack.stop()
+                return 1
+        _print_banner(settings, demo, logs)
+        while True:
+            for name, proc in stack.children:
+                if proc.poll() is not None:
+                    print(f"{name} exited with {proc.returncode}; see {logs}/{name}.log", file=sys.stderr)
+                    stack.stop()
+                    return 1
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        stack.stop()
+        return 0
+    except BaseException:
+        stack.stop()
+        raise
+
+
+def _print_banner(settings: Any, demo: dict[str, str], logs: Path) -> None:
+    lines = [
+        _BANNER,
+        "Frontdoor is running.",
+        f"  console + management API  {settings.console_base_url}   (OpenAPI: {settings.console_base_url}/api/v1/openapi.json)",
+        f"  issuer                    {settings.issuer_base_url}",
+        f"  demo issuer metadata      {settings.issuer_base_url}/.well-known/oauth-authorization-server/{demo['slug']}",
+        "  worker + beat             Celery (domain re-checks every "
+        f"{int(settings.domain_sweep_interval.total_seconds())} s)",
+        "",
+        "Demo tenant:",
+        f"  admin email     {demo['email']}",
+        f"  admin password  {demo['password']}",
+        f"  API key         {demo['api_key']}",
+        f"  (kept in {demo['file']})",
+        "",
+        f"Logs: {logs}    Stop: Ctrl-C",
+    ]
+    if settings.is_dev:
+        lines += ["", "DEV MODE (FRONTDOOR_ENV=dev): plain http:// is allowed on loopback. Never expose this."]
+    lines.append(_BANNER)
+    print("\n".join(lines), flush=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
