@@ -12,15 +12,24 @@ from litestar.testing import AsyncTestClient
 
 from tests.conftest import unique
 from tests.support.clock import ShiftableClock
+from tests.support.mock_web import MockWeb
 
 STRONG_PASSWORD = "correct horse battery staple 42"
 
 
 @pytest.fixture(scope="session")
-async def console(settings: Settings, migrated: str, clock: ShiftableClock) -> AsyncIterator[AsyncTestClient[Any]]:
-    from frontdoor_console.app import create_app
+def web() -> MockWeb:
+    """What the console's outbound client sees as the internet (publish checks)."""
+    return MockWeb()
 
-    app = create_app(settings, clock=clock)
+
+@pytest.fixture(scope="session")
+async def console(settings: Settings, migrated: str, clock: ShiftableClock, web: MockWeb
+                  ) -> AsyncIterator[AsyncTestClient[Any]]:
+    from frontdoor_console.app import create_app
+    from frontdoor_core.outbound import SafeFetcher
+
+    app = create_app(settings, clock=clock, fetcher=SafeFetcher(transport=web))
     async with AsyncTestClient(app, base_url="https://console.frontdoor.test") as client:
         yield client
 

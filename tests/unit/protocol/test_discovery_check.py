@@ -6,7 +6,6 @@ import copy
 from typing import Any
 
 import pytest
-
 from frontdoor_protocol import Finding, Severity, check_discovery_document, has_errors
 
 from .pap_fixtures import conformance_cases, load_fixture
@@ -32,9 +31,7 @@ def test_fixture_document_has_no_findings() -> None:
     assert check_discovery_document(_doc(), "example.com") == []
 
 
-@pytest.mark.parametrize(
-    "case", conformance_cases("protocol", "discovery_document"), ids=lambda case: case["id"]
-)
+@pytest.mark.parametrize("case", conformance_cases("protocol", "discovery_document"), ids=lambda case: case["id"])
 def test_peer_suite_discovery_document_cases(case: dict[str, Any]) -> None:
     """PAP-3.1-01, PAP-3.3-04, PAP-6-02, PAP-8-01, PAP-3-05: the suite's valid/invalid verdicts hold."""
     findings = check_discovery_document(case["input"], case["input"]["organization"]["domain"])
@@ -139,8 +136,15 @@ def test_pap_6_01_unknown_api_type_is_only_a_warning() -> None:
     assert finding.pointer == "/apis/2/type"
 
 
-@pytest.mark.parametrize(("version", "code"), [("0.1", "unsupported_version"), ("1.0", "unsupported_version"),
-                                              ("0.2.1", "invalid_field"), (0.2, "invalid_field")])
+@pytest.mark.parametrize(
+    ("version", "code"),
+    [
+        ("0.1", "unsupported_version"),
+        ("1.0", "unsupported_version"),
+        ("0.2.1", "invalid_field"),
+        (0.2, "invalid_field"),
+    ],
+)
 def test_pap_3_1_01_version_must_be_supported_major_minor(version: object, code: str) -> None:
     """PAP-3.1-01: a document of an unsupported or malformed version is refused."""
     doc = _doc()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pickle
 
 import pytest
-
 from frontdoor_protocol import CATALOGUE, ChallengeScheme, ErrorCode, ProtocolError, Surface
 
 
@@ -135,9 +134,9 @@ def test_protocol_error_is_immutable() -> None:
     """The catalogue's errors can be shared: nobody can change one in place."""
     error = ProtocolError(ErrorCode.INVALID_TOKEN)
     with pytest.raises(AttributeError):
-        error._description = "changed"  # type: ignore[misc]
+        error._description = "changed"
     with pytest.raises(AttributeError):
-        error.other = 1  # type: ignore[attr-defined]
+        error.other = 1
     with pytest.raises(AttributeError):
         del error._entry
 

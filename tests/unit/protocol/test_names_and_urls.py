@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from frontdoor_protocol import (
     ExtensionNameKind,
     UrlProblem,
@@ -39,8 +38,19 @@ def test_domain_names_accepted(name: str) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["localhost", "example.com.", "-bad.example", "a..b", "192.168.0.1", "https://example.com", "ex ample.com",
-     "example.com:443", "b\u00fccher.example", "a" * 64 + ".example", None],
+    [
+        "localhost",
+        "example.com.",
+        "-bad.example",
+        "a..b",
+        "192.168.0.1",
+        "https://example.com",
+        "ex ample.com",
+        "example.com:443",
+        "b\u00fccher.example",
+        "a" * 64 + ".example",
+        None,
+    ],
 )
 def test_domain_names_refused(name: object) -> None:
     """Single labels, trailing dots, IPs, URLs, ports and U-labels are not domain names here."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-
 from frontdoor_protocol import (
     PROFILE_0_2,
     PROFILES,
@@ -28,7 +27,15 @@ def test_pap_3_1_01_profile_for_exact_major_minor_only() -> None:
 
 @pytest.mark.parametrize(
     ("value", "parsed"),
-    [("0.2", (0, 2)), ("1.0", (1, 0)), ("10.12", (10, 12)), ("0.1.2", None), ("02.0", None), ("v0.2", None), (0.2, None)],
+    [
+        ("0.2", (0, 2)),
+        ("1.0", (1, 0)),
+        ("10.12", (10, 12)),
+        ("0.1.2", None),
+        ("02.0", None),
+        ("v0.2", None),
+        (0.2, None),
+    ],
 )
 def test_pap_3_1_01_protocol_version_is_major_minor(value: object, parsed: tuple[int, int] | None) -> None:
     """PAP-3.1-01: a protocol_version is a major.minor string."""
@@ -47,7 +54,10 @@ def test_pap_4_1_05_profile_0_2_assertion_audience_is_the_issuer() -> None:
 def test_token_endpoint_audience_slot_for_older_profiles() -> None:
     """A profile whose assertions use the token endpoint (as 0.1 implementations do) is one value away."""
     older = msgspec.structs.replace(
-        PROFILE_0_2, protocol_version="0.1", assertion_audience=AssertionAudience.TOKEN_ENDPOINT, feedback_endpoint=False
+        PROFILE_0_2,
+        protocol_version="0.1",
+        assertion_audience=AssertionAudience.TOKEN_ENDPOINT,
+        feedback_endpoint=False,
     )
     assert older.assertion_audience_for(issuer="https://i.example", token_endpoint="https://i.example/t") == (
         "https://i.example/t"

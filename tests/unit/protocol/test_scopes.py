@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from frontdoor_protocol import (
     BUILT_IN_SCOPES,
     POPPY_READ,

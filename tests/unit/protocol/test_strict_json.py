@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from frontdoor_protocol import MalformedJSON, loads, loads_object
 
 from .pap_fixtures import conformance_cases

@@ -72,7 +72,10 @@ class AuthorizationServerMetadata(msgspec.Struct, frozen=True, kw_only=True, omi
     authorization_response_iss_parameter_supported: bool | None = None
 
 
-def metadata_url(issuer: str) -> str:
+_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def metadata_url(issuer: str, *, allow_http_loopback: bool = False) -> str:
     """Where an issuer's metadata is published (RFC 8414 §3.1).
 
     The well-known path goes between the host and the issuer's path, and a terminating
@@ -88,14 +91,22 @@ def metadata_url(issuer: str) -> str:
     Raises:
         ValueError: If ``issuer`` is not a valid issuer identifier.
     """
-    if https_url_problem(issuer) is not None or "?" in issuer:
+    plain_ok = allow_http_loopback and _is_loopback_http(issuer)
+    if (https_url_problem(issuer) is not None and not plain_ok) or "?" in issuer or "#" in issuer:
         raise ValueError("an issuer is an https URL without query or fragment")
     parts = urlsplit(issuer)
     path = parts.path.rstrip("/")
     return urlunsplit((parts.scheme, parts.netloc, METADATA_WELL_KNOWN + path, "", ""))
 
 
-def _require_url(value: str, name: str) -> None:
+def _is_loopback_http(value: str) -> bool:
+    parts = urlsplit(value)
+    return parts.scheme == "http" and parts.hostname in _LOOPBACK_HOSTS
+
+
+def _require_url(value: str, name: str, *, allow_http_loopback: bool = False) -> None:
+    if allow_http_loopback and _is_loopback_http(value):
+        return
     if https_url_problem(value) is not None:
         raise ValueError(f"{name} must be an https URL (PAP-3-05)")
 
@@ -120,6 +131,7 @@ def build_metadata(
     device_authorization_endpoint: str | None = None,
     assertion_signing_algs: Sequence[str] = ("ES256", "RS256"),
     dpop_signing_algs: Sequence[str] = (REQUIRED_DPOP_ALGORITHM,),
+    allow_http_loopback: bool = False,
 ) -> dict[str, Any]:
     """The metadata document of one tenant's issuer.
 
@@ -135,6 +147,7 @@ def build_metadata(
         device_authorization_endpoint: Required exactly when ``device_code`` is enabled.
         assertion_signing_algs: Algorithms accepted for client assertions.
         dpop_signing_algs: Algorithms accepted for DPoP proofs; must include ES256.
+        allow_http_loopback: Development only: accept ``http://`` URLs on loopback hosts.
 
     Returns:
         The metadata as plain JSON values.
@@ -144,22 +157,23 @@ def build_metadata(
             not asymmetric, ES256 is missing from ``dpop_signing_algs``, or the endpoints
             do not match the grant types.
     """
-    metadata_url(issuer)
+    loopback = allow_http_loopback
+    metadata_url(issuer, allow_http_loopback=loopback)
     for name, url in (("jwks_uri", jwks_uri), ("token_endpoint", token_endpoint)):
-        _require_url(url, name)
-    _require_url(revocation_endpoint, "revocation_endpoint")
+        _require_url(url, name, allow_http_loopback=loopback)
+    _require_url(revocation_endpoint, "revocation_endpoint", allow_http_loopback=loopback)
     grants = tuple(dict.fromkeys(GrantType(grant) for grant in grant_types))
     if GrantType.JWT_BEARER not in grants:
         raise ValueError("the jwt-bearer grant starts Sessions and cannot be disabled (PAP §4.2)")
     direct = _optional_endpoint(
-        authorization_endpoint, GrantType.AUTHORIZATION_CODE in grants, "authorization_endpoint"
+        authorization_endpoint, GrantType.AUTHORIZATION_CODE in grants, "authorization_endpoint", loopback
     )
     device = _optional_endpoint(
-        device_authorization_endpoint, GrantType.DEVICE_CODE in grants, "device_authorization_endpoint"
+        device_authorization_endpoint, GrantType.DEVICE_CODE in grants, "device_authorization_endpoint", loopback
     )
     poppy_domains = tuple(dict.fromkeys(normalize_domain(domain) for domain in _domains(domains)))
-    if not poppy_domains:
-        raise ValueError("poppy_domains lists at least one domain (PAP-3.2-01)")
+    # An issuer with no verified domain yet still publishes metadata (its admins and the
+    # publish check read it); agents refuse it because their domain is not listed.
     scope_list = tuple(dict.fromkeys(scopes))
     if not all(is_scope_token(scope) for scope in scope_list):
         raise ValueError("every scope must be a scope-token (RFC 6749 §3.3)")
@@ -190,11 +204,11 @@ def build_metadata(
     return built
 
 
-def _optional_endpoint(url: str | None, enabled: bool, name: str) -> str | None:
+def _optional_endpoint(url: str | None, enabled: bool, name: str, loopback: bool = False) -> str | None:
     if enabled != (url is not None):
         raise ValueError(f"{name} is given exactly when its grant type is enabled")
     if url is not None:
-        _require_url(url, name)
+        _require_url(url, name, allow_http_loopback=loopback)
     return url
 
 

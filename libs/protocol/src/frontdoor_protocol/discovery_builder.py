@@ -55,6 +55,8 @@ class DiscoveryInputs(msgspec.Struct, frozen=True, kw_only=True):
         feedback_endpoint: Where agents send feedback reports (PAP §8).
         operations_endpoint: The Operations extension endpoint; ``None`` leaves it off.
         protocol_version: The profile the tenant publishes.
+        allow_http_loopback: Development only: tolerate ``http://`` loopback URLs (the
+            inputs were validated upstream); agents will refuse such a document.
     """
 
     organization_name: str
@@ -67,6 +69,7 @@ class DiscoveryInputs(msgspec.Struct, frozen=True, kw_only=True):
     feedback_endpoint: str | None = None
     operations_endpoint: str | None = None
     protocol_version: str = "0.2"
+    allow_http_loopback: bool = False
 
 
 class InvalidDiscoveryInputs(ValueError):
@@ -129,7 +132,10 @@ def build_discovery_document(inputs: DiscoveryInputs) -> dict[str, Any]:
     )
     # Through JSON so the result holds lists, exactly what an agent will decode.
     built: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(document))
-    findings.extend(check_discovery_document(built, inputs.domain))
+    checked = check_discovery_document(built, inputs.domain)
+    if inputs.allow_http_loopback:
+        checked = [f for f in checked if f.code != FindingCode.NOT_HTTPS]
+    findings.extend(checked)
     if findings:
         raise InvalidDiscoveryInputs(findings)
     return built

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from frontdoor_protocol.discovery_auth_check import check_auth
 from frontdoor_protocol.discovery_document import ApiType
 from frontdoor_protocol.domain_name import domains_equal, is_domain_name
 from frontdoor_protocol.extension_name import OPERATIONS_EXTENSION, ExtensionNameKind, extension_name_kind
@@ -24,7 +25,6 @@ from frontdoor_protocol.finding import (
 )
 from frontdoor_protocol.https_url import check_https_url
 from frontdoor_protocol.profile import PROFILES, Profile, parse_protocol_version
-from frontdoor_protocol.scopes import BUILT_IN_SCOPES, is_scope_token
 
 __all__ = ["check_discovery_document"]
 
@@ -58,7 +58,7 @@ def check_discovery_document(doc: object, served_host: str) -> list[Finding]:
     _check_organization(doc.get("organization"), served_host, findings)
     has_auth = doc.get("auth") is not None
     if has_auth:
-        _check_auth(doc["auth"], findings)
+        check_auth(doc["auth"], findings)
     _check_agent(doc.get("agent"), findings, has_auth)
     _check_apis(doc.get("apis"), findings, has_auth)
     _check_web(doc.get("web"), findings, has_auth)
@@ -165,149 +165,6 @@ def _domain_hint(domain: str, served_host: str) -> str:
     return (
         "A document speaks only for the host that finally served it. Publish it on "
         f"{excerpt(domain)} itself; a copy or redirect target on another host cannot speak for it."
-    )
-
-
-def _check_scopes(value: object, pointer: str, findings: Findings, described: set[str]) -> None:
-    if value is None:
-        findings.warning(
-            _C.MISSING_FIELD,
-            pointer,
-            "This sign-in type lists no scopes, so agents cannot request any.",
-            "List the scopes it can grant, such as poppy:read.",
-            "PAP-4.4-03",
-        )
-        return
-    if not isinstance(value, list) or not all(is_scope_token(item) for item in value):
-        findings.error(
-            _C.INVALID_FIELD,
-            pointer,
-            "scopes must be an array of OAuth scope-tokens.",
-            "Use strings of visible ASCII without spaces, quotes or backslashes.",
-            "PAP-4.4-03",
-        )
-        return
-    for index, scope in enumerate(value):
-        if scope not in BUILT_IN_SCOPES and scope not in described:
-            findings.warning(
-                _C.UNDESCRIBED_SCOPE,
-                f"{pointer}/{index}",
-                f"Scope {excerpt(scope)} is neither built in nor described in auth.custom_scopes.",
-                "Describe it in auth.custom_scopes so agents can tell users what it allows.",
-                "PAP §4.4",
-            )
-
-
-def _check_auth(auth: object, findings: Findings) -> None:
-    if not isinstance(auth, dict):
-        findings.error(
-            _C.INVALID_FIELD,
-            "/auth",
-            f"auth is {json_type_name(auth)}, not an object.",
-            'Write "auth": {"issuer": ...}.',
-            "PAP-3.2-03",
-        )
-        return
-    issuer = auth.get("issuer")
-    if issuer is None:
-        findings.error(
-            _C.MISSING_FIELD,
-            "/auth/issuer",
-            "auth.issuer is missing.",
-            "Set it to the issuer identifier, exactly as its metadata's issuer.",
-            "PAP-3.2-03",
-        )
-    elif check_https_url(findings, issuer, "/auth/issuer") and "?" in issuer:
-        findings.error(
-            _C.INVALID_FIELD,
-            "/auth/issuer",
-            "auth.issuer has a query component.",
-            "An issuer identifier is an https URL without query or fragment.",
-            "RFC 8414 §2",
-        )
-    described = _check_custom_scopes(auth.get("custom_scopes"), findings)
-    for kind in ("direct", "device"):
-        offer = auth.get(kind)
-        if offer is None:
-            continue
-        if not isinstance(offer, dict):
-            findings.error(
-                _C.INVALID_FIELD, f"/auth/{kind}", f"auth.{kind} must be an object.", '{"scopes": [...]}', "PAP §4.4"
-            )
-            continue
-        _check_scopes(offer.get("scopes"), f"/auth/{kind}/scopes", findings, described)
-    mediated = auth.get("mediated")
-    if mediated is not None:
-        _check_mediated(mediated, findings, described)
-
-
-def _check_custom_scopes(value: object, findings: Findings) -> set[str]:
-    if value is None:
-        return set()
-    if not isinstance(value, dict):
-        findings.error(
-            _C.INVALID_FIELD,
-            "/auth/custom_scopes",
-            "auth.custom_scopes must map each scope to its description.",
-            'Write {"addresses": "Manage saved addresses"}.',
-            "PAP §4.4",
-        )
-        return set()
-    described = set()
-    for name, description in value.items():
-        if not is_scope_token(name) or not isinstance(description, str) or not description.strip():
-            findings.error(
-                _C.INVALID_FIELD,
-                json_pointer("auth", "custom_scopes", name),
-                "Each custom scope must be a scope-token described by a non-empty string.",
-                "Use a scope-token as the name and a sentence users understand as the value.",
-                "PAP-4.4-03",
-            )
-        else:
-            described.add(name)
-    return described
-
-
-def _check_mediated(mediated: object, findings: Findings, described: set[str]) -> None:
-    if not isinstance(mediated, dict):
-        findings.error(
-            _C.INVALID_FIELD,
-            "/auth/mediated",
-            "auth.mediated must be an object.",
-            "Give endpoint, fields and scopes.",
-            "PAP §4.7",
-        )
-        return
-    if mediated.get("endpoint") is None:
-        findings.error(
-            _C.MISSING_FIELD,
-            "/auth/mediated/endpoint",
-            "auth.mediated.endpoint is missing.",
-            "Set the https URL credentials are posted to.",
-            "PAP-4.7-05",
-        )
-    else:
-        check_https_url(findings, mediated["endpoint"], "/auth/mediated/endpoint")
-    fields = mediated.get("fields")
-    if not isinstance(fields, list) or not fields or not all(_is_field(field) for field in fields):
-        findings.error(
-            _C.INVALID_FIELD if fields is not None else _C.MISSING_FIELD,
-            "/auth/mediated/fields",
-            "auth.mediated.fields must be a non-empty array of {name, label, secret}.",
-            "Describe each credential field; mark passwords and codes secret: true.",
-            "PAP-4.7-01",
-        )
-    _check_scopes(mediated.get("scopes"), "/auth/mediated/scopes", findings, described)
-
-
-def _is_field(field: object) -> bool:
-    return (
-        isinstance(field, dict)
-        and isinstance(field.get("name"), str)
-        and bool(field["name"])
-        and isinstance(field.get("label"), str)
-        and bool(field["label"])
-        and isinstance(field.get("secret"), bool)
     )
 
 

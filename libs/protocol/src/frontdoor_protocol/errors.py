@@ -222,8 +222,8 @@ class ProtocolError(Exception):
         extension: For ``extension_required``: the extension the agent must list (PAP §3.3).
 
     Raises:
-        ValueError: If ``description``, ``scope`` or ``extension`` has a character the
-            wire format cannot carry unescaped.
+        ValueError: If ``code`` is not in the catalogue, or ``description``, ``scope`` or
+            ``extension`` has a character the wire format cannot carry unescaped.
     """
 
     __slots__ = ("_description", "_entry", "_extension", "_scope")

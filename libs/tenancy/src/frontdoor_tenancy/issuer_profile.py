@@ -18,7 +18,7 @@ from frontdoor_protocol.discovery_document import ApiListing, Auth, SignInOffer
 from . import domain_claims, issuer_settings, tenants
 from .issuer_settings import IssuerSettings
 
-__all__ = ["IssuerUrls", "discovery_document", "issuer_metadata", "issuer_urls", "metadata_for_slug"]
+__all__ = ["IssuerUrls", "discovery_document", "expected_auth", "issuer_metadata", "issuer_urls", "metadata_for_slug"]
 
 
 class IssuerUrls(msgspec.Struct, frozen=True, kw_only=True):
@@ -80,7 +80,8 @@ async def metadata_for_slug(conn: asyncpg.Connection, base_url: str, slug: str, 
     return issuer_metadata(issuer_urls(base_url, slug), stored.settings, domains, dev=dev)
 
 
-def _auth(urls: IssuerUrls, s: IssuerSettings) -> Auth:
+def expected_auth(urls: IssuerUrls, s: IssuerSettings) -> Auth:
+    """The ``auth`` object every domain of the tenant publishes (PAP-3.2-06)."""
     used = set(s.enabled_scopes())
     custom = {k: v for k, v in s.custom_scopes.items() if k in used}
     return Auth(
@@ -111,8 +112,9 @@ async def discovery_document(conn: asyncpg.Connection, tenant_id: str, base_url:
         return build_discovery_document(DiscoveryInputs(
             organization_name=s.organization_name or tenant.organization_name,
             domain=view.domain,
-            auth=_auth(urls, s),
+            auth=expected_auth(urls, s),
             apis=tuple(ApiListing(type=a.type, url=a.url, description=a.description) for a in s.apis),
+            website=s.website,
             allow_http_loopback=dev,
         ))
     except InvalidDiscoveryInputs as exc:

@@ -63,6 +63,7 @@ class IssuerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     device: SignInType = msgspec.field(default_factory=SignInType)
     custom_scopes: dict[str, str] = msgspec.field(default_factory=dict)
     apis: list[ApiEntry] = msgspec.field(default_factory=list)
+    website: bool = True
     session_lifetime_s: int = 3600
 
     def all_scopes(self) -> dict[str, str]:
@@ -114,8 +115,8 @@ def validate_settings(s: IssuerSettings, *, dev: bool = False) -> IssuerSettings
     if not name or len(name) > 120:
         errors["organization_name"] = "must be 1 to 120 characters"
     for scope, desc in s.custom_scopes.items():
-        if scope in BUILTIN_SCOPES:
-            errors[f"custom_scopes.{scope}"] = "is a built-in scope"
+        if scope in BUILTIN_SCOPES or scope.startswith("poppy:"):
+            errors[f"custom_scopes.{scope[:64]}"] = "the poppy: prefix is reserved for built-in scopes"
         elif not _SCOPE_TOKEN.match(scope):
             errors[f"custom_scopes.{scope[:64]}"] = "scope names are 1-64 of A-Z a-z 0-9 : . _ - /"
         elif not desc.strip() or len(desc) > 200:
@@ -142,6 +143,8 @@ def validate_settings(s: IssuerSettings, *, dev: bool = False) -> IssuerSettings
             errors[f"apis[{i}].description"] = "at most 300 characters"
     if len(s.apis) > 20:
         errors["apis"] = "at most 20 APIs"
+    if not s.apis and not s.website:
+        errors["website"] = "poppy.json must offer something: list an API or keep website on (PAP §3.1)"
     if not MIN_SESSION_LIFETIME_S <= s.session_lifetime_s <= MAX_SESSION_LIFETIME_S:
         errors["session_lifetime_s"] = "must be between 300 (5 minutes) and 86400 (24 hours)"
     if errors:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -21,6 +23,10 @@ from frontdoor_httpkit import (
 )
 from frontdoor_tenancy.credentials.key_encryption import Kek
 from litestar import Litestar
+from litestar.config.csrf import CSRFConfig
+from litestar.contrib.jinja import JinjaTemplateEngine
+from litestar.static_files import create_static_files_router
+from litestar.template.config import TemplateConfig
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
@@ -29,6 +35,13 @@ from .context import ConsoleContext
 from .http import api_keys, audit_log, deps, issuer, signup
 
 __all__ = ["create_app"]
+
+_HERE = Path(__file__).parent
+
+
+def _csrf_secret(settings: Settings) -> str:
+    """A CSRF signing secret shared by every replica, derived from the KEK."""
+    return hashlib.sha256(b"frontdoor/csrf/v1\x00" + settings.kek.encode()).hexdigest()
 
 
 def _default_lookup(settings: Settings) -> Any:
@@ -73,7 +86,7 @@ def create_app(
     configure_logging(level=settings.log_level, fmt=settings.log_format)
     configure_tracing("frontdoor-console", otlp_endpoint=settings.otel_exporter_otlp_endpoint)
 
-    from .http import domains
+    from .http import admin_web, domains
 
     routes: list[Any] = [
         *health_routes("console"),
@@ -87,6 +100,8 @@ def create_app(
         issuer.rotate_key,
         issuer.list_signing_keys,
         *domains.routes,
+        *admin_web.routes,
+        create_static_files_router(path="/static", directories=[_HERE / "static"], include_in_schema=False),
         *(extra_routes or []),
     ]
     return Litestar(
@@ -98,6 +113,11 @@ def create_app(
         middleware=[RequestIdMiddleware, TracingMiddleware,
                     lambda app: SecurityHeadersMiddleware(app, hsts=not settings.is_dev)],
         request_max_body_size=settings.max_body_bytes,
+        template_config=TemplateConfig(directory=_HERE / "templates", engine=JinjaTemplateEngine),
+        csrf_config=CSRFConfig(
+            secret=_csrf_secret(settings), cookie_secure=not settings.is_dev, cookie_httponly=True,
+            cookie_samesite="lax", exclude=["/api/", "/healthz", "/readyz"],
+        ),
         openapi_config=OpenAPIConfig(
             title="Frontdoor management API", version="1.0.0", path="/api/v1",
             render_plugins=[JsonRenderPlugin(path="/openapi.json")],

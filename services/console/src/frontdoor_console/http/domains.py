@@ -6,7 +6,8 @@ from typing import Any
 
 import msgspec
 from frontdoor_core.db import transaction
-from frontdoor_tenancy import domain_claims
+from frontdoor_tenancy import domain_claims, issuer_profile
+from frontdoor_tenancy.publish_check import PublishReport, run_publish_check
 from frontdoor_tenancy.actor import Actor
 from litestar import Response, delete, get, post
 from litestar.datastructures import State
@@ -67,5 +68,24 @@ async def verify_domain(domain: FromPath[str], actor: NamedDependency[Actor], st
     )
 
 
-routes: list[Any] = [add_domain, list_domains, get_domain, delete_domain, verify_domain]
-_ = Response
+@get("/api/v1/domains/{domain:str}/poppy.json", tags=["domains"], summary="The poppy.json to publish",
+     description="Publish this exact document at `https://<domain>/.well-known/poppy.json` (verified domains only).")
+async def poppy_json(domain: FromPath[str], actor: NamedDependency[Actor], state: State) -> Response[dict[str, Any]]:
+    ctx = ctx_of(state)
+    async with ctx.pool.acquire() as conn:
+        doc = await issuer_profile.discovery_document(conn, actor.tenant_id, ctx.settings.issuer_base_url, domain,
+                                                      dev=ctx.settings.is_dev)
+    return Response(doc, headers={"Cache-Control": "no-store"})
+
+
+@post("/api/v1/domains/{domain:str}/publish-check", status_code=200, tags=["domains"],
+      summary="Check the published poppy.json as an agent would",
+      description="Fetches the live document and the issuer metadata it names; answers a list of findings.")
+async def publish_check(domain: FromPath[str], actor: NamedDependency[Actor], state: State) -> PublishReport:
+    ctx = ctx_of(state)
+    async with ctx.pool.acquire() as conn:
+        return await run_publish_check(conn, actor.tenant_id, domain, fetcher=ctx.fetcher,
+                                       base_url=ctx.settings.issuer_base_url, now=ctx.now(), dev=ctx.settings.is_dev)
+
+
+routes: list[Any] = [add_domain, list_domains, get_domain, delete_domain, verify_domain, poppy_json, publish_check]
