@@ -14,10 +14,20 @@ from frontdoor_core.logging import configure_logging
 
 from .settings import load
 
-__all__ = ["app"]
+__all__ = ["app", "broker_url"]
+
+
+
+def broker_url(redis_url: str) -> str:
+    """Kombu spells Unix-socket Redis ``redis+socket://``; redis-py spells it ``unix://``."""
+    if redis_url.startswith("unix://"):
+        return "redis+socket://" + redis_url[len("unix://"):]
+    return redis_url
+
 
 _settings = load()
-app = Celery("frontdoor", broker=_settings.redis_url or "redis://127.0.0.1:6379/0", include=["frontdoor_dispatcher.tasks.domains"])
+app = Celery("frontdoor", broker=broker_url(_settings.redis_url or "redis://127.0.0.1:6379/0"),
+             include=["frontdoor_dispatcher.tasks.domains"])
 app.conf.update(
     task_serializer="json",
     accept_content=["json"],

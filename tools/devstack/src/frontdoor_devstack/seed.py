@@ -37,7 +37,7 @@ async def seed_demo(settings: Settings, data_dir: Path) -> dict[str, Any]:
         saved: dict[str, Any] = json.loads(file.read_text())
         saved["file"] = str(file)
         return saved
-    password = "demo-" + secrets.token_urlsafe(12)
+    password = secrets.token_urlsafe(18)
     from frontdoor_core.errors import Conflict
 
     pool = await create_pool(settings.database_url, min_size=1, max_size=2)
