@@ -16,8 +16,16 @@ from tests.conftest import MIGRATED_PACKAGES
 from tests.support.eventually import eventually
 from tests.support.servers import Servers
 
-TENANCY_TABLES = {"tenants", "admins", "admin_sessions", "api_keys", "domains", "issuer_settings", "signing_keys",
-                  "audit_log"}
+TENANCY_TABLES = {
+    "tenants",
+    "admins",
+    "admin_sessions",
+    "api_keys",
+    "domains",
+    "issuer_settings",
+    "signing_keys",
+    "audit_log",
+}
 
 
 def mig(version: str, name: str, sql: str) -> Migration:
@@ -63,9 +71,13 @@ async def history(conn: asyncpg.Connection) -> list[tuple[str, str, str, str]]:
 
 
 async def advisory_locks(conn: asyncpg.Connection, *, granted: bool) -> int:
-    return int(await conn.fetchval(
-        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted = $1 AND database = "
-        "(SELECT oid FROM pg_database WHERE datname = current_database())", granted))
+    return int(
+        await conn.fetchval(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted = $1 AND database = "
+            "(SELECT oid FROM pg_database WHERE datname = current_database())",
+            granted,
+        )
+    )
 
 
 # --- the real history ------------------------------------------------------------------
@@ -160,7 +172,8 @@ async def test_concurrent_runners_do_not_double_apply(fresh_url: str, conn: asyn
 
         async def a_is_blocked_in_the_migration() -> None:
             waiting = await conn.fetchval(
-                "SELECT count(*) FROM pg_locks WHERE pid = $1 AND locktype = 'relation' AND NOT granted", a_pid)
+                "SELECT count(*) FROM pg_locks WHERE pid = $1 AND locktype = 'relation' AND NOT granted", a_pid
+            )
             assert waiting == 1
 
         await eventually(a_is_blocked_in_the_migration)
@@ -169,7 +182,8 @@ async def test_concurrent_runners_do_not_double_apply(fresh_url: str, conn: asyn
 
         async def b_waits_for_the_runner_lock() -> None:
             waiting = await conn.fetchval(
-                "SELECT count(*) FROM pg_locks WHERE pid = $1 AND locktype = 'advisory' AND NOT granted", b_pid)
+                "SELECT count(*) FROM pg_locks WHERE pid = $1 AND locktype = 'advisory' AND NOT granted", b_pid
+            )
             assert waiting == 1
 
         await eventually(b_waits_for_the_runner_lock)
@@ -219,19 +233,32 @@ def _package(root: Path, files: dict[str, str], *, with_migrations: bool = True)
 
 def test_discover_orders_one_history_across_packages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(tmp_path))
-    a = _package(tmp_path, {"20260102000000_second.sql": "-- b\n", "README.md": "notes", "20260301000000_fourth.sql": "-- d\n"})
+    a = _package(
+        tmp_path, {"20260102000000_second.sql": "-- b\n", "README.md": "notes", "20260301000000_fourth.sql": "-- d\n"}
+    )
     b = _package(tmp_path, {"20260101000000_first.sql": "-- a\n", "20260201000000_third.sql": "-- c\n"})
     empty = _package(tmp_path, {}, with_migrations=False)
     found = discover([a, b, empty])
     assert [(m.version, m.name) for m in found] == [
-        ("20260101000000", "first"), ("20260102000000", "second"), ("20260201000000", "third"),
-        ("20260301000000", "fourth")]
+        ("20260101000000", "first"),
+        ("20260102000000", "second"),
+        ("20260201000000", "third"),
+        ("20260301000000", "fourth"),
+    ]
     assert [m.package for m in found] == [b, a, b, a]
     assert found[0].sql == "-- a\n"
 
 
-@pytest.mark.parametrize("filename", ["2026010100000_short.sql", "20260101000000-dash.sql", "20260101000000_Upper.sql",
-                                      "first.sql", "20260101000000_.sql"])
+@pytest.mark.parametrize(
+    "filename",
+    [
+        "2026010100000_short.sql",
+        "20260101000000-dash.sql",
+        "20260101000000_Upper.sql",
+        "first.sql",
+        "20260101000000_.sql",
+    ],
+)
 def test_discover_refuses_badly_named_sql(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, filename: str) -> None:
     monkeypatch.syspath_prepend(str(tmp_path))
     pkg = _package(tmp_path, {filename: "-- x\n"})

@@ -29,7 +29,7 @@ async def test_login_sets_a_safe_cookie_and_logout_ends_it(console: AsyncTestCli
     console.cookies.clear()
     r = await login(console, tenant.email, STRONG_PASSWORD)
     assert r.status_code == 303
-    set_cookie = [v for k, v in r.headers.multi_items() if k == "set-cookie" and v.startswith("fd_session=")][0]
+    set_cookie = next(v for k, v in r.headers.multi_items() if k == "set-cookie" and v.startswith("fd_session="))
     assert "HttpOnly" in set_cookie
     assert "SameSite=lax" in set_cookie or "SameSite=Lax" in set_cookie
     assert "Path=/" in set_cookie

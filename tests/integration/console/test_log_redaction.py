@@ -115,8 +115,9 @@ def _probe_lines(buf: io.StringIO, event: str) -> list[dict[str, Any]]:
     return lines
 
 
-async def test_full_flow_logs_and_spans_hold_no_secret(console: AsyncTestClient[Any], capfd: pytest.CaptureFixture[str]
-                                                       ) -> None:
+async def test_full_flow_logs_and_spans_hold_no_secret(
+    console: AsyncTestClient[Any], capfd: pytest.CaptureFixture[str]
+) -> None:
     password = f"correct horse battery staple {secrets.token_hex(6)}"
     bogus_token = "bogus" + secrets.token_urlsafe(24)
     bogus_fdk = "fdk_AAAAAAAA_" + secrets.token_hex(24)
@@ -131,22 +132,36 @@ async def test_full_flow_logs_and_spans_hold_no_secret(console: AsyncTestClient[
         assert r.status_code == 201, r.text
         second = r.json()
         key2 = {"Authorization": f"Bearer {second['api_key']}"}
-        for path in ("/api/v1/api-keys", "/api/v1/audit-log", "/api/v1/issuer", "/api/v1/tenant",
-                     "/api/v1/signing-keys", "/api/v1/domains"):
+        for path in (
+            "/api/v1/api-keys",
+            "/api/v1/audit-log",
+            "/api/v1/issuer",
+            "/api/v1/tenant",
+            "/api/v1/signing-keys",
+            "/api/v1/domains",
+        ):
             r = await console.get(path, headers=key2)
             assert r.status_code == 200, (path, r.text)
         r = await console.get("/api/v1/issuer", headers=key2)
         r = await console.put("/api/v1/issuer", json=r.json()["settings"], headers=key2)
         statuses.append(r.status_code)
-        statuses.append((await console.post("/api/v1/domains", json={"domain": f"{unique('d')}.example.com"},
-                                            headers=key2)).status_code)
+        statuses.append(
+            (
+                await console.post("/api/v1/domains", json={"domain": f"{unique('d')}.example.com"}, headers=key2)
+            ).status_code
+        )
         statuses.append((await console.post("/api/v1/signing-keys/rotate", headers=key2)).status_code)
         assert (await console.delete(f"/api/v1/api-keys/{second['id']}", headers=auth)).status_code == 200
         refused = await console.get("/api/v1/api-keys", headers=key2)
         assert refused.status_code == 401
         # failed authentication with bogus credentials in every shape
-        for header in (f"Bearer {bogus_token}", f"Bearer {bogus_fdk}", f"Bearer {bogus_jwt}", f"DPoP {bogus_token}",
-                       bogus_token):
+        for header in (
+            f"Bearer {bogus_token}",
+            f"Bearer {bogus_fdk}",
+            f"Bearer {bogus_jwt}",
+            f"DPoP {bogus_token}",
+            bogus_token,
+        ):
             r = await console.get("/api/v1/audit-log", headers={"Authorization": header})
             assert r.status_code == 401
             assert bogus_token not in r.text and bogus_fdk not in r.text
@@ -154,16 +169,26 @@ async def test_full_flow_logs_and_spans_hold_no_secret(console: AsyncTestClient[
         # and one PostgreSQL cannot store (a crash today: see test_bad_input) - none may log it
         body = {"email": owner.email, "password": password, "organization_name": "Copy", "slug": unique("cp-")}
         statuses.append((await console.post("/api/v1/signup", json=body)).status_code)
-        statuses.append((await console.post("/api/v1/signup", content=json.dumps(body)[:-2],
-                                            headers={"content-type": "application/json"})).status_code)
+        statuses.append(
+            (
+                await console.post(
+                    "/api/v1/signup", content=json.dumps(body)[:-2], headers={"content-type": "application/json"}
+                )
+            ).status_code
+        )
         statuses.append((await console.post("/api/v1/signup", json={**body, "extra": password})).status_code)
-        statuses.append((await console.post("/api/v1/signup", content=json.dumps(body),
-                                            headers={"content-type": "text/plain"})).status_code)
+        statuses.append(
+            (
+                await console.post("/api/v1/signup", content=json.dumps(body), headers={"content-type": "text/plain"})
+            ).status_code
+        )
         nul = {**body, "email": f"{unique()}@example.com", "slug": unique("nul-"), "organization_name": "Org\u0000"}
         statuses.append((await console.post("/api/v1/signup", json=nul)).status_code)
         # probes: a line the redaction processor must clean, through structlog and stdlib logging
         structlog.get_logger("frontdoor.test").warning(
-            "redaction_probe", api_key=owner.api_key, password=password,
+            "redaction_probe",
+            api_key=owner.api_key,
+            password=password,
             note=f"retrying with Authorization: Bearer {bogus_token} and key {second['api_key']}",
             request={"headers": {"Authorization": f"Bearer {owner.api_key}", "Cookie": f"s={bogus_token}"}},
         )
@@ -179,18 +204,25 @@ async def test_full_flow_logs_and_spans_hold_no_secret(console: AsyncTestClient[
     assert REDACTED in probes[0]["note"] and REDACTED in probes[1]["event"]
     assert len(spans.spans) > 20  # every request and statement above made spans
     text = "\n".join([logs, captured.out, captured.err, spans.text()])
-    _assert_clean(text, {
-        "password": password,
-        "owner api key": _key_secret(owner.api_key),
-        "second api key": _key_secret(second["api_key"]),
-        "bogus bearer token": bogus_token,
-        "bogus fdk key": _key_secret(bogus_fdk),
-        "bogus jwt signature": bogus_jwt.rsplit(".", 1)[1],
-    })
+    _assert_clean(
+        text,
+        {
+            "password": password,
+            "owner api key": _key_secret(owner.api_key),
+            "second api key": _key_secret(second["api_key"]),
+            "bogus bearer token": bogus_token,
+            "bogus fdk key": _key_secret(bogus_fdk),
+            "bogus jwt signature": bogus_jwt.rsplit(".", 1)[1],
+        },
+    )
 
 
 async def test_an_unexpected_error_is_logged_by_the_app_without_the_secret_it_carries(
-    settings: Settings, migrated: str, clock: ShiftableClock, console: AsyncTestClient[Any], tenant: TenantHandle,
+    settings: Settings,
+    migrated: str,
+    clock: ShiftableClock,
+    console: AsyncTestClient[Any],
+    tenant: TenantHandle,
 ) -> None:
     """An exception whose message quotes a key and a bearer token: its 500 log line is masked.
 
@@ -203,8 +235,11 @@ async def test_an_unexpected_error_is_logged_by_the_app_without_the_secret_it_ca
 
     @get("/test/boom", sync_to_thread=False)
     def boom(request: Request[Any, Any, Any]) -> None:
-        structlog.get_logger("frontdoor.test").info("boom_handler", authorization=request.headers["authorization"],
-                                                    note="calling upstream with " + request.headers["authorization"])
+        structlog.get_logger("frontdoor.test").info(
+            "boom_handler",
+            authorization=request.headers["authorization"],
+            note="calling upstream with " + request.headers["authorization"],
+        )
         raise RuntimeError(f"upstream refused {tenant.api_key} (Authorization: Bearer {bogus_token})")
 
     with restored_logging():  # create_app configures logging for the process
@@ -214,8 +249,9 @@ async def test_an_unexpected_error_is_logged_by_the_app_without_the_secret_it_ca
                 r = await client.get("/test/boom", headers={"Authorization": f"Bearer {tenant.api_key}"})
     assert r.status_code == 500
     assert tenant.api_key not in r.text and bogus_token not in r.text
-    crash = [line for line in _probe_lines(buf, "unhandled_exception")
-             if line.get("request_id") == r.headers["x-request-id"]]
+    crash = [
+        line for line in _probe_lines(buf, "unhandled_exception") if line.get("request_id") == r.headers["x-request-id"]
+    ]
     assert len(crash) == 1, buf.getvalue()[-2000:]
     assert "RuntimeError: upstream refused" in crash[0]["exception"]  # the trace is there, masked
     assert REDACTED in crash[0]["exception"]

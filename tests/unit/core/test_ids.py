@@ -58,17 +58,32 @@ def test_unknown_prefix_is_refused(prefix: str) -> None:
         new_id(prefix)
 
 
-@pytest.mark.parametrize("text", [
-    "", "ten", "ten_", "ten_" + "0" * 25, "ten_" + "0" * 27, "ten_" + "0" * 25 + "I", "ten_" + "0" * 25 + "u",
-    "ten-" + "0" * 26, "TEN_" + "0" * 26, " ten_" + "0" * 26, "ten_" + "0" * 26 + " ",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "ten",
+        "ten_",
+        "ten_" + "0" * 25,
+        "ten_" + "0" * 27,
+        "ten_" + "0" * 25 + "I",
+        "ten_" + "0" * 25 + "u",
+        "ten-" + "0" * 26,
+        "TEN_" + "0" * 26,
+        " ten_" + "0" * 26,
+        "ten_" + "0" * 26 + " ",
+    ],
+)
 def test_is_id_refuses_malformed_text(text: str) -> None:
     assert not is_id(text, "ten")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: ids._SHAPE ends with `$`, which also matches before a final newline, "
-                   "so is_id('ten_<26 chars>\\n', 'ten') is True (libs/core/src/frontdoor_core/ids.py:19; use \\Z "
-                   "or fullmatch)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: ids._SHAPE ends with `$`, which also matches before a final newline, "
+    "so is_id('ten_<26 chars>\\n', 'ten') is True (libs/core/src/frontdoor_core/ids.py:19; use \\Z "
+    "or fullmatch)",
+)
 def test_is_id_refuses_a_trailing_newline() -> None:
     assert not is_id(new_id("ten") + "\n", "ten")
 

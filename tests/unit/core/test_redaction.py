@@ -13,21 +13,60 @@ import structlog
 from frontdoor_core.logging import REDACTED, configure_logging, redact, redact_processor
 
 API_KEY = "fdk_7Hq2ZcL0_4XbQ9vLk2mN8pR3sT6wY1zA5cE7gJ0hK4nP9qS2uV5xZ8bD3fkQ91cZ"
-JWT = ("eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCJ9.eyJzdWIiOiJ1c2VyLTEiLCJzY29wZSI6InBvcHB5OnJlYWQifQ."
-       "MEUCIQDx0zK4n2Vv8b1yQ3sZ5c7u9w1y3a5c7e9g1i3k5m7o9q")
+JWT = (
+    "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCJ9.eyJzdWIiOiJ1c2VyLTEiLCJzY29wZSI6InBvcHB5OnJlYWQifQ."
+    "MEUCIQDx0zK4n2Vv8b1yQ3sZ5c7u9w1y3a5c7e9g1i3k5m7o9q"
+)
 WHSEC = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 ARGON = "$argon2id$v=19$m=65536,t=3,p=4$c29tZXNhbHQ$RdescudvJCsgt3ub+b+dWRWJTmaaJObG"
 
 
-@pytest.mark.parametrize("key", [
-    "authorization", "Authorization", "AUTHORIZATION", "proxy-authorization", "DPoP", "dpop", "cookie", "Cookie",
-    "set-cookie", "password", "new_password", "passwd", "client_assertion", "assertion", "code", "Code",
-    "refresh_token", "access_token", "id_token", "token", "api_key", "api-key", "apiKey", "x-api-key", "secret",
-    "client_secret", "webhook_secret", "code_verifier", "user_code", "device_code", "kek", "private_key",
-    "signature", "credential", "session_key", "otp",
-])
-@pytest.mark.parametrize("value", ["plain-looking value", 12345, {"nested": "x"}, ["a", "b"], None, b"raw"],
-                         ids=["str", "int", "dict", "list", "none", "bytes"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "authorization",
+        "Authorization",
+        "AUTHORIZATION",
+        "proxy-authorization",
+        "DPoP",
+        "dpop",
+        "cookie",
+        "Cookie",
+        "set-cookie",
+        "password",
+        "new_password",
+        "passwd",
+        "client_assertion",
+        "assertion",
+        "code",
+        "Code",
+        "refresh_token",
+        "access_token",
+        "id_token",
+        "token",
+        "api_key",
+        "api-key",
+        "apiKey",
+        "x-api-key",
+        "secret",
+        "client_secret",
+        "webhook_secret",
+        "code_verifier",
+        "user_code",
+        "device_code",
+        "kek",
+        "private_key",
+        "signature",
+        "credential",
+        "session_key",
+        "otp",
+    ],
+)
+@pytest.mark.parametrize(
+    "value",
+    ["plain-looking value", 12345, {"nested": "x"}, ["a", "b"], None, b"raw"],
+    ids=["str", "int", "dict", "list", "none", "bytes"],
+)
 def test_sensitive_keys_are_replaced_whatever_the_value(key: str, value: Any) -> None:
     assert redact({key: value}) == {key: REDACTED}
     assert redact(value, key) == REDACTED
@@ -35,36 +74,43 @@ def test_sensitive_keys_are_replaced_whatever_the_value(key: str, value: Any) ->
 
 def test_sensitive_keys_are_replaced_at_any_depth() -> None:
     event = {
-        "request": {"headers": {"Authorization": "Bearer abc", "Accept": "application/json"},
-                    "body": {"grant_type": "refresh_token", "refresh_token": "rt-123", "client_id": "c1"}},
+        "request": {
+            "headers": {"Authorization": "Bearer abc", "Accept": "application/json"},
+            "body": {"grant_type": "refresh_token", "refresh_token": "rt-123", "client_id": "c1"},
+        },
         "attempts": [{"password": "hunter2", "user": "ann"}, [{"client_secret": "s3"}]],
         "ok": True,
     }
     assert redact(event) == {
-        "request": {"headers": {"Authorization": REDACTED, "Accept": "application/json"},
-                    "body": {"grant_type": "refresh_token", "refresh_token": REDACTED, "client_id": "c1"}},
+        "request": {
+            "headers": {"Authorization": REDACTED, "Accept": "application/json"},
+            "body": {"grant_type": "refresh_token", "refresh_token": REDACTED, "client_id": "c1"},
+        },
         "attempts": [{"password": REDACTED, "user": "ann"}, [{"client_secret": REDACTED}]],
         "ok": True,
     }
 
 
-@pytest.mark.parametrize(("secret", "shape"), [
-    (JWT, "jwt"),
-    (f"Bearer {JWT}", "bearer jwt"),
-    ("Bearer xyzABC123._~+/=-opaque", "bearer opaque"),
-    ("bearer lowercase-token-1234", "bearer lowercase"),
-    ("DPoP h480djs93hd8-token", "dpop scheme"),
-    ("Basic dXNlcjpwYXNzd29yZA==", "basic"),
-    (API_KEY, "api key"),
-    (WHSEC, "webhook secret"),
-    (ARGON, "argon2 hash"),
-])
+@pytest.mark.parametrize(
+    ("secret", "shape"),
+    [
+        (JWT, "jwt"),
+        (f"Bearer {JWT}", "bearer jwt"),
+        ("Bearer xyzABC123._~+/=-opaque", "bearer opaque"),
+        ("bearer lowercase-token-1234", "bearer lowercase"),
+        ("DPoP h480djs93hd8-token", "dpop scheme"),
+        ("Basic dXNlcjpwYXNzd29yZA==", "basic"),
+        (API_KEY, "api key"),
+        (WHSEC, "webhook secret"),
+        (ARGON, "argon2 hash"),
+    ],
+)
 def test_credential_shapes_are_masked_inside_free_text(secret: str, shape: str) -> None:
     text = f"upstream said no to {secret} at https://api.example.com/v1 (retry 2)"
     out = redact(text)
     assert out.startswith("upstream said no to ") and out.endswith(" at https://api.example.com/v1 (retry 2)"), out
     assert REDACTED in out, shape
-    token = secret.split()[-1]  # with a scheme, the credential is what follows it
+    token = secret.rsplit(maxsplit=1)[-1]  # with a scheme, the credential is what follows it
     assert token not in out and token[-12:] not in out, out
     assert redact(text.encode()) == out  # bytes too
 
@@ -89,10 +135,15 @@ def test_harmless_values_are_untouched() -> None:
         "key_id": "key_01JD7Z8Q4W5X6Y7Z8A9B0C1D2E",
         "prefix": "7Hq2ZcL0",
         "path": "/api/v1/api-keys/key_01JD7Z8Q4W5X6Y7Z8A9B0C1D2E",
-        "status": 201, "status_code": 201, "error_code": "slug_taken", "error": "invalid_grant",
+        "status": 201,
+        "status_code": 201,
+        "error_code": "slug_taken",
+        "error": "invalid_grant",
         "grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer",
         "code_challenge_method": "S256",
-        "duration_ms": 3.25, "ok": True, "missing": None,
+        "duration_ms": 3.25,
+        "ok": True,
+        "missing": None,
         "scopes": ["poppy:read", "poppy:write"],
         "message": "Bearer auth failed for tenant acme; a short word like fdk_ or whsec_ alone is fine",
         "url": "https://issuer.frontdoor.test/acme/.well-known/oauth-authorization-server",
@@ -101,9 +152,16 @@ def test_harmless_values_are_untouched() -> None:
 
 
 def test_processor_masks_the_event_text_and_judges_other_members_by_name() -> None:
-    out = redact_processor(None, "info", {
-        "event": f"login with Bearer {JWT}", "password": "pw", "detail": f"key {API_KEY}", "count": 2,
-    })
+    out = redact_processor(
+        None,
+        "info",
+        {
+            "event": f"login with Bearer {JWT}",
+            "password": "pw",
+            "detail": f"key {API_KEY}",
+            "count": 2,
+        },
+    )
     assert JWT not in out["event"] and out["event"].startswith("login with ") and REDACTED in out["event"]
     assert out["password"] == REDACTED and out["detail"] == f"key {REDACTED}" and out["count"] == 2
 
@@ -125,8 +183,7 @@ def log_buffer() -> Iterator[io.StringIO]:
 
 
 @pytest.mark.parametrize("fmt", ["json", "console"])
-def test_configured_pipeline_redacts_structlog_stdlib_context_and_tracebacks(log_buffer: io.StringIO,
-                                                                             fmt: str) -> None:
+def test_configured_pipeline_redacts_structlog_stdlib_context_and_tracebacks(log_buffer: io.StringIO, fmt: str) -> None:
     configure_logging(level="debug", fmt=fmt, stream=log_buffer)
     structlog.contextvars.bind_contextvars(request_id="req_12345678", authorization=f"Bearer {JWT}")
     log = structlog.get_logger("frontdoor.test")

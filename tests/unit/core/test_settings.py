@@ -43,31 +43,48 @@ def test_env_names_are_prefixed_except_the_conventional_ones() -> None:
     assert ENV_NAMES["redis_url"] == "REDIS_URL"
     assert ENV_NAMES["otel_exporter_otlp_endpoint"] == "OTEL_EXPORTER_OTLP_ENDPOINT"
     assert ENV_NAMES["max_body_bytes"] == "FRONTDOOR_MAX_BODY_BYTES"
-    others = {k: v for k, v in ENV_NAMES.items() if k not in {"database_url", "redis_url", "otel_exporter_otlp_endpoint"}}
+    others = {
+        k: v for k, v in ENV_NAMES.items() if k not in {"database_url", "redis_url", "otel_exporter_otlp_endpoint"}
+    }
     assert all(v == "FRONTDOOR_" + k.upper() for k, v in others.items())
     assert set(ENV_NAMES) == {f.name for f in msgspec.structs.fields(Settings)}
 
 
 def test_every_variable_is_read() -> None:
-    s = load_settings({"DATABASE_URL": "postgresql://db/x", "REDIS_URL": "redis://r/0", "FRONTDOOR_ENV": "test",
-                       "OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel:4318", "FRONTDOOR_DB_POOL_MAX": "25",
-                       "FRONTDOOR_LOG_FORMAT": "console", "FRONTDOOR_NOT_A_SETTING": "ignored"})
+    s = load_settings(
+        {
+            "DATABASE_URL": "postgresql://db/x",
+            "REDIS_URL": "redis://r/0",
+            "FRONTDOOR_ENV": "test",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel:4318",
+            "FRONTDOOR_DB_POOL_MAX": "25",
+            "FRONTDOOR_LOG_FORMAT": "console",
+            "FRONTDOOR_NOT_A_SETTING": "ignored",
+        }
+    )
     assert (s.database_url, s.redis_url, s.env, s.otel_exporter_otlp_endpoint) == (
-        "postgresql://db/x", "redis://r/0", "test", "http://otel:4318")
+        "postgresql://db/x",
+        "redis://r/0",
+        "test",
+        "http://otel:4318",
+    )
     assert s.db_pool_max == 25 and s.log_format == "console" and s.is_dev
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("30s", timedelta(seconds=30)),
-    ("15m", timedelta(minutes=15)),
-    ("72h", timedelta(hours=72)),
-    ("7d", timedelta(days=7)),
-    ("250ms", timedelta(milliseconds=250)),
-    ("90", timedelta(seconds=90)),
-    ("0", timedelta(0)),
-    ("1.5h", timedelta(minutes=90)),
-    (" 10s ", timedelta(seconds=10)),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("30s", timedelta(seconds=30)),
+        ("15m", timedelta(minutes=15)),
+        ("72h", timedelta(hours=72)),
+        ("7d", timedelta(days=7)),
+        ("250ms", timedelta(milliseconds=250)),
+        ("90", timedelta(seconds=90)),
+        ("0", timedelta(0)),
+        ("1.5h", timedelta(minutes=90)),
+        (" 10s ", timedelta(seconds=10)),
+    ],
+)
 def test_durations(text: str, expected: timedelta) -> None:
     assert parse_duration(text) == expected
     assert load_settings({"FRONTDOOR_DNS_TIMEOUT": text}).dns_timeout == expected
@@ -112,25 +129,52 @@ def test_production_accepts_https_urls() -> None:
 
 
 @pytest.mark.parametrize("var", URL_VARS)
-@pytest.mark.parametrize("url", ["http://example.com", "http://127.0.0.1:8001", "http://localhost:8000",
-                                 "http://[::1]:8000", "ftp://example.com", "example.com", "https:///no-host"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://example.com",
+        "http://127.0.0.1:8001",
+        "http://localhost:8000",
+        "http://[::1]:8000",
+        "ftp://example.com",
+        "example.com",
+        "https:///no-host",
+    ],
+)
 def test_production_refuses_non_https_urls(var: str, url: str) -> None:
     with pytest.raises(SettingsError, match=f"^{var} must be an https:// URL"):
         load_settings({"FRONTDOOR_ENV": "production", **HTTPS_URLS, var: url})
 
 
 @pytest.mark.parametrize("env", ["dev", "test"])
-@pytest.mark.parametrize("url", ["http://127.0.0.1:8001", "http://localhost:9000", "http://[::1]:8000",
-                                 "https://issuer.example.com", "https://issuer.example.com/base"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8001",
+        "http://localhost:9000",
+        "http://[::1]:8000",
+        "https://issuer.example.com",
+        "https://issuer.example.com/base",
+    ],
+)
 def test_dev_allows_http_loopback(env: str, url: str) -> None:
     assert load_settings({"FRONTDOOR_ENV": env, "FRONTDOOR_ISSUER_BASE_URL": url}).issuer_base_url == url
 
 
 @pytest.mark.parametrize("env", ["dev", "test"])
-@pytest.mark.parametrize("url", ["http://example.com", "http://10.0.0.5:8001", "http://127.0.0.1.example.com",
-                                 "http://localhost.example.com", "ftp://127.0.0.1", "127.0.0.1:8001"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://example.com",
+        "http://10.0.0.5:8001",
+        "http://127.0.0.1.example.com",
+        "http://localhost.example.com",
+        "ftp://127.0.0.1",
+        "127.0.0.1:8001",
+    ],
+)
 def test_dev_refuses_http_beyond_loopback(env: str, url: str) -> None:
-    with pytest.raises(SettingsError, match="^FRONTDOOR_ISSUER_BASE_URL must be an https:// URL"):
+    with pytest.raises(SettingsError, match=r"^FRONTDOOR_ISSUER_BASE_URL must be an https:// URL"):
         load_settings({"FRONTDOOR_ENV": env, "FRONTDOOR_ISSUER_BASE_URL": url})
 
 
@@ -155,13 +199,19 @@ def test_allowlist() -> None:
     assert s.allowlist() == ("127.0.0.0/8", "internal.example", "::1/128")
 
 
-@pytest.mark.parametrize(("var", "value"), [
-    ("FRONTDOOR_DNS_NAMESERVERS", "1.2.3.4:dns"),
-    ("FRONTDOOR_LOG_LEVEL", "verbose"),
-])
-@pytest.mark.xfail(strict=True, reason="BUG: load_settings (libs/core/src/frontdoor_core/settings.py:131) does not "
-                   "validate FRONTDOOR_DNS_NAMESERVERS or FRONTDOOR_LOG_LEVEL; the bad value loads and fails later "
-                   "(ValueError in Settings.nameservers(), KeyError in configure_logging) without naming the variable")
+@pytest.mark.parametrize(
+    ("var", "value"),
+    [
+        ("FRONTDOOR_DNS_NAMESERVERS", "1.2.3.4:dns"),
+        ("FRONTDOOR_LOG_LEVEL", "verbose"),
+    ],
+)
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: load_settings (libs/core/src/frontdoor_core/settings.py:131) does not "
+    "validate FRONTDOOR_DNS_NAMESERVERS or FRONTDOOR_LOG_LEVEL; the bad value loads and fails later "
+    "(ValueError in Settings.nameservers(), KeyError in configure_logging) without naming the variable",
+)
 def test_values_that_would_fail_later_are_refused_at_load(var: str, value: str) -> None:
     with pytest.raises(SettingsError, match=f"^{var}"):
         load_settings({var: value})

@@ -18,5 +18,5 @@ return {n, redis.call('TTL', KEYS[1])}
 async def hit(client: aioredis.Redis, key: str, *, limit: int, window_s: int) -> tuple[bool, int]:
     """Count one attempt under ``key``; return (allowed, seconds until the window resets)."""
     bucket = int(time.time()) // window_s
-    count, ttl = await client.eval(_SCRIPT, 1, f"rl:{key}:{bucket}", window_s)  # type: ignore[misc]
+    count, ttl = await client.eval(_SCRIPT, 1, f"rl:{key}:{bucket}", window_s)
     return int(count) <= limit, max(int(ttl), 1)

@@ -80,12 +80,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         if not self.dns_nameservers.strip():
             return None
         out: list[tuple[str, int]] = []
-        for item in self.dns_nameservers.split(","):
-            item = item.strip()
+        for raw in self.dns_nameservers.split(","):
+            item = raw.strip()
             if not item:
                 continue
             host, sep, port = item.rpartition(":")
-            if not sep or not host:
+            if not sep or not host or (host.count(":") and not host.endswith("]")):
                 host, port = item, "53"
             out.append((host.strip("[]"), int(port)))
         return out

@@ -9,7 +9,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 __all__ = ["configure_tracing"]
 
-_configured = False
+_state = {"configured": False}
 
 
 def configure_tracing(service: str, *, otlp_endpoint: str = "", extra: SpanProcessor | None = None) -> None:
@@ -20,8 +20,7 @@ def configure_tracing(service: str, *, otlp_endpoint: str = "", extra: SpanProce
         otlp_endpoint: OTLP/HTTP collector base URL; empty disables export.
         extra: an additional span processor (tests capture spans with one).
     """
-    global _configured
-    if _configured:
+    if _state["configured"]:
         return
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
     if otlp_endpoint:
@@ -33,4 +32,4 @@ def configure_tracing(service: str, *, otlp_endpoint: str = "", extra: SpanProce
     if extra is not None:
         provider.add_span_processor(extra)
     trace.set_tracer_provider(provider)
-    _configured = True
+    _state["configured"] = True

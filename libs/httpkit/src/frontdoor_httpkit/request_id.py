@@ -7,6 +7,7 @@ import secrets
 from contextvars import ContextVar
 
 import structlog
+from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["RequestIdMiddleware", "current_request_id"]
@@ -27,7 +28,7 @@ class RequestIdMiddleware:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != ScopeType.HTTP:
             await self.app(scope, receive, send)
             return
         incoming = dict(scope["headers"]).get(b"x-request-id", b"").decode("latin-1")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["SecurityHeadersMiddleware"]
@@ -26,7 +27,7 @@ class SecurityHeadersMiddleware:
         self.extra = [(b"strict-transport-security", b"max-age=31536000; includeSubDomains")] if hsts else []
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != ScopeType.HTTP:
             await self.app(scope, receive, send)
             return
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -18,10 +19,10 @@ class TracingMiddleware:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != ScopeType.HTTP:
             await self.app(scope, receive, send)
             return
-        method = scope.get("method", "GET")
+        method = str(scope.get("method", "GET"))
         with _tracer.start_as_current_span(f"{method} {scope['path']}", kind=SpanKind.SERVER) as span:
             span.set_attribute("http.request.method", method)
             span.set_attribute("url.path", scope["path"])

@@ -20,6 +20,7 @@ from . import audit
 from .actor import Actor
 from .domains import (
     ClaimFacts,
+    Decision,
     DomainStatus,
     InvalidDomain,
     LifecyclePolicy,
@@ -217,7 +218,7 @@ async def check_domain(
         event = decision.event
         try:
             async with conn.transaction():
-                updated = await _store(conn, actor.tenant_id, cur["id"], decision, new_status, detail)
+                updated = await _store(conn, actor.tenant_id, cur["id"], d=decision, status=new_status, detail=detail)
         except asyncpg.UniqueViolationError:
             # Another tenant holds this domain verified: nothing changes but the note and schedule.
             event = None
@@ -237,7 +238,7 @@ async def check_domain(
         return _view(updated)
 
 
-async def _store(conn: asyncpg.Connection, tenant_id: str, domain_id: str, d: object, status: DomainStatus,
+async def _store(conn: asyncpg.Connection, tenant_id: str, domain_id: str, *, d: Decision, status: DomainStatus,
                  detail: str) -> asyncpg.Record:
     return await conn.fetchrow(
         f"""
@@ -247,8 +248,8 @@ async def _store(conn: asyncpg.Connection, tenant_id: str, domain_id: str, d: ob
          WHERE tenant_id = $1 AND id = $2
         RETURNING {_COLUMNS}
         """,
-        tenant_id, domain_id, status.value, d.verified_at, d.last_seen_at, d.missing_since,  # type: ignore[attr-defined]
-        d.last_checked_at, d.next_check_at, detail,  # type: ignore[attr-defined]
+        tenant_id, domain_id, status.value, d.verified_at, d.last_seen_at, d.missing_since,
+        d.last_checked_at, d.next_check_at, detail,
     )
 
 

@@ -23,8 +23,8 @@ import asyncpg
 import msgspec
 from frontdoor_core.outbound import FetchError, FetchResult
 from frontdoor_protocol.authorization_server_metadata import metadata_url
-from frontdoor_protocol.metadata_check import check_metadata
 from frontdoor_protocol.discovery_check import check_discovery_document
+from frontdoor_protocol.metadata_check import check_metadata
 from frontdoor_protocol.strict_json import MalformedJSON, loads
 
 from . import domain_claims, issuer_profile, issuer_settings, tenants

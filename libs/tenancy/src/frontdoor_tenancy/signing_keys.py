@@ -57,7 +57,7 @@ async def _records(conn: asyncpg.Connection, tenant_id: str) -> list[SigningKeyR
 
 
 async def _insert(
-    conn: asyncpg.Connection, tenant_id: str, kek: Kek, record: SigningKeyRecord, pem: bytes, jwk: dict[str, str]
+    conn: asyncpg.Connection, tenant_id: str, kek: Kek, record: SigningKeyRecord, *, pem: bytes, jwk: dict[str, str]
 ) -> None:
     blob = kek.encrypt(pem, aad=row_aad("signing_key", tenant_id, record.kid))
     await conn.execute(
@@ -73,7 +73,7 @@ async def create_first_key(conn: asyncpg.Connection, tenant_id: str, kek: Kek, n
     """Generate the tenant's first key, active at once; return its ``kid``."""
     material = generate_signing_key()
     plan = rotate([], now, material.kid)
-    await _insert(conn, tenant_id, kek, plan.new_key, material.private_pem, material.public_jwk)
+    await _insert(conn, tenant_id, kek, plan.new_key, pem=material.private_pem, jwk=material.public_jwk)
     return material.kid
 
 
@@ -93,7 +93,7 @@ async def rotate_signing_key(
             "UPDATE signing_keys SET retired_at = $3 WHERE tenant_id = $1 AND kid = $2",
             tenant_id, old.kid, old.retired_at,
         )
-    await _insert(conn, tenant_id, kek, plan.new_key, material.private_pem, material.public_jwk)
+    await _insert(conn, tenant_id, kek, plan.new_key, pem=material.private_pem, jwk=material.public_jwk)
     return material.kid, plan.new_key.activates_at
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import AsyncIterator
-from pathlib import Path
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from frontdoor_core.clock import Clock
@@ -25,11 +25,11 @@ from frontdoor_tenancy.credentials.key_encryption import Kek
 from litestar import Litestar
 from litestar.config.csrf import CSRFConfig
 from litestar.contrib.jinja import JinjaTemplateEngine
-from litestar.static_files import create_static_files_router
-from litestar.template.config import TemplateConfig
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
+from litestar.static_files import create_static_files_router
+from litestar.template.config import TemplateConfig
 
 from .context import ConsoleContext
 from .http import api_keys, audit_log, deps, issuer, signup

@@ -172,7 +172,9 @@ class EmbeddedPostgres:
         """Create ``name`` (dropping it first when ``fresh``) and return its URL."""
         if fresh:
             self._psql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        r = self._psql(f"SELECT 1 FROM pg_database WHERE datname = '{name}'")
+        if not name.replace("_", "").isalnum():
+            raise PostgresError(f"refusing database name {name!r}")
+        r = self._psql(f"SELECT 1 FROM pg_database WHERE datname = '{name}'")  # noqa: S608 - name checked above
         if r.stdout.strip() != b"1":
             r = self._psql(f'CREATE DATABASE "{name}"')
             if r.returncode:

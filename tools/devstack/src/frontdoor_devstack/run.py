@@ -8,8 +8,8 @@ Celery worker and beat, and prints where everything is.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
-import json
 import os
 import secrets
 import signal
@@ -32,10 +32,8 @@ _PR_SET_PDEATHSIG = 1
 
 def _die_with_parent() -> None:
     # Children get SIGTERM if this supervisor dies abruptly: no orphans even on kill -9.
-    try:
+    with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
 
 
 def _kek(data_dir: Path) -> str:
@@ -107,7 +105,7 @@ def main() -> int:
         return 2
     data_dir = Path(settings.data_dir).resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    os.chmod(data_dir, 0o711)  # traversable (the embedded PostgreSQL may run as 'nobody'), not listable
+    os.chmod(data_dir, 0o711)  # noqa: S103 - traversable (the embedded PostgreSQL may run as 'nobody'), not listable
     logs = data_dir / "logs"
     logs.mkdir(exist_ok=True)
     env = dict(os.environ)

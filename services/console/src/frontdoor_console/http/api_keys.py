@@ -33,7 +33,7 @@ class CreatedOut(msgspec.Struct, frozen=True, kw_only=True):
 
 class ApiKeysController(Controller):
     path = "/api/v1/api-keys"
-    tags = ["api-keys"]
+    tags = ["api-keys"]  # noqa: RUF012 - Litestar reads it as a plain class attribute
 
     @post("/", status_code=201, summary="Create an API key (the secret is shown once)")
     async def create(self, data: NewApiKey, actor: NamedDependency[Actor], state: State) -> CreatedOut:

@@ -7,8 +7,8 @@ from typing import Any
 import msgspec
 from frontdoor_core.db import transaction
 from frontdoor_tenancy import domain_claims, issuer_profile
-from frontdoor_tenancy.publish_check import PublishReport, run_publish_check
 from frontdoor_tenancy.actor import Actor
+from frontdoor_tenancy.publish_check import PublishReport, run_publish_check
 from litestar import Response, delete, get, post
 from litestar.datastructures import State
 from litestar.di import NamedDependency
