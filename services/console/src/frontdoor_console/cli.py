@@ -1,0 +1,77 @@
+"""Operator commands: ``python -m frontdoor_console.cli <command>``.
+
+    migrate                      apply pending migrations
+    rotate-signing-key SLUG      publish a new issuer key (signs after the publish lead)
+      [--now]                    emergency rotation: sign with it immediately
+
+Configuration comes from the environment, as for the services.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from datetime import timedelta
+
+from frontdoor_core.clock import utc_now
+from frontdoor_core.db import create_pool, transaction
+from frontdoor_core.migrations import apply_migrations, discover
+from frontdoor_tenancy import audit, signing_keys, tenants
+from frontdoor_tenancy.actor import Actor
+from frontdoor_tenancy.credentials.key_encryption import Kek
+
+from .settings import load
+
+MIGRATED_PACKAGES = ["frontdoor_tenancy"]
+
+
+async def _migrate() -> int:
+    s = load()
+    pool = await create_pool(s.database_url, min_size=1, max_size=1)
+    try:
+        async with pool.acquire() as conn:
+            done = await apply_migrations(conn, discover(MIGRATED_PACKAGES))
+    finally:
+        await pool.close()
+    print(f"applied {len(done)} migration(s): {', '.join(done) or 'none pending'}")
+    return 0
+
+
+async def _rotate(slug: str, immediate: bool) -> int:
+    s = load()
+    pool = await create_pool(s.database_url, min_size=1, max_size=1)
+    try:
+        async with transaction(pool) as conn:
+            tenant = await tenants.tenant_by_slug(conn, slug)
+            if tenant is None:
+                print(f"no tenant with slug {slug!r}", file=sys.stderr)
+                return 1
+            lead = timedelta(0) if immediate else s.key_publish_lead
+            kid, at = await signing_keys.rotate_signing_key(conn, tenant.id, Kek.from_env_value(s.kek), utc_now(),
+                                                            publish_lead=lead)
+            await audit.record(conn, Actor(tenant_id=tenant.id, type="system"), "signing_key.rotated",
+                               target_type="signing_key", target_id=kid,
+                               details={"activates_at": at.isoformat(), "via": "cli", "immediate": immediate})
+    finally:
+        await pool.close()
+    print(f"new key {kid} published; signs from {at.isoformat()}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="frontdoor_console.cli", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("migrate", help="apply pending migrations")
+    rot = sub.add_parser("rotate-signing-key", help="rotate a tenant's issuer signing key")
+    rot.add_argument("slug")
+    rot.add_argument("--now", action="store_true", help="sign with the new key immediately (after a compromise)")
+    args = parser.parse_args(argv)
+    if args.command == "migrate":
+        return asyncio.run(_migrate())
+    return asyncio.run(_rotate(args.slug, args.now))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,73 @@
+"""The operator CLI, the OpenAPI document, and spans for HTTP and SQL."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+from frontdoor_core.settings import Settings
+from litestar.testing import AsyncTestClient
+
+from tests.integration.conftest import TenantHandle
+
+
+def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DATABASE_URL": settings.database_url, "REDIS_URL": settings.redis_url,
+           "FRONTDOOR_KEK": settings.kek, "FRONTDOOR_ENV": "test"}
+    return subprocess.run([sys.executable, "-m", "frontdoor_console.cli", *args], env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+
+
+async def test_cli_rotates_a_key_and_migrate_is_idempotent(settings: Settings, issuer: AsyncTestClient[Any],
+                                                           tenant: TenantHandle, db: Any) -> None:
+    before = {k["kid"] for k in (await issuer.get(f"/{tenant.slug}/jwks.json")).json()["keys"]}
+    done = run_cli(settings, "rotate-signing-key", tenant.slug)
+    assert done.returncode == 0, done.stderr
+    after = {k["kid"] for k in (await issuer.get(f"/{tenant.slug}/jwks.json")).json()["keys"]}
+    assert before < after and len(after) == 2
+    row = await db.fetchrow("SELECT actor_type, details FROM audit_log WHERE tenant_id = $1 AND action = $2",
+                            tenant.id, "signing_key.rotated")
+    assert row["actor_type"] == "system" and row["details"]["via"] == "cli"
+    assert run_cli(settings, "rotate-signing-key", "no-such-tenant-slug").returncode == 1
+    again = run_cli(settings, "migrate")
+    assert again.returncode == 0 and "none pending" in again.stdout
+
+
+async def test_openapi_describes_the_management_api(console: AsyncTestClient[Any]) -> None:
+    r = await console.get("/api/v1/openapi.json")
+    assert r.status_code == 200
+    spec = r.json()
+    assert spec["openapi"].startswith("3.")
+    paths = spec["paths"]
+    for path in ("/api/v1/signup", "/api/v1/api-keys", "/api/v1/api-keys/{key_id}", "/api/v1/audit-log",
+                 "/api/v1/domains", "/api/v1/domains/{domain}", "/api/v1/domains/{domain}/verify",
+                 "/api/v1/domains/{domain}/poppy.json", "/api/v1/domains/{domain}/publish-check",
+                 "/api/v1/issuer", "/api/v1/tenant", "/api/v1/signing-keys/rotate"):
+        assert path in paths, path
+    assert "requestBody" in paths["/api/v1/signup"]["post"]
+    assert "/login" not in paths and "/healthz" not in paths
+
+
+async def test_http_and_sql_spans_are_recorded(console: AsyncTestClient[Any], tenant: TenantHandle) -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+
+    seen: list[ReadableSpan] = []
+
+    class Capture(SpanProcessor):
+        def on_end(self, span: ReadableSpan) -> None:
+            seen.append(span)
+
+    provider = trace.get_tracer_provider()
+    provider.add_span_processor(Capture())  # type: ignore[attr-defined]
+    r = await console.get("/api/v1/domains", headers=tenant.auth)
+    assert r.status_code == 200
+    names = [s.name for s in seen]
+    assert "GET /api/v1/domains" in names
+    assert any(n.startswith("db SELECT") for n in names)
+    http = next(s for s in seen if s.name == "GET /api/v1/domains")
+    assert http.attributes["http.response.status_code"] == 200
+    # spans carry no credentials
+    assert all(tenant.api_key not in str(dict(s.attributes or {})) for s in seen)
