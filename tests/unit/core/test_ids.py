@@ -78,12 +78,6 @@ def test_is_id_refuses_malformed_text(text: str) -> None:
     assert not is_id(text, "ten")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: ids._SHAPE ends with `$`, which also matches before a final newline, "
-    "so is_id('ten_<26 chars>\\n', 'ten') is True (libs/core/src/frontdoor_core/ids.py:19; use \\Z "
-    "or fullmatch)",
-)
 def test_is_id_refuses_a_trailing_newline() -> None:
     assert not is_id(new_id("ten") + "\n", "ten")
 

@@ -206,12 +206,6 @@ def test_allowlist() -> None:
         ("FRONTDOOR_LOG_LEVEL", "verbose"),
     ],
 )
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: load_settings (libs/core/src/frontdoor_core/settings.py:131) does not "
-    "validate FRONTDOOR_DNS_NAMESERVERS or FRONTDOOR_LOG_LEVEL; the bad value loads and fails later "
-    "(ValueError in Settings.nameservers(), KeyError in configure_logging) without naming the variable",
-)
 def test_values_that_would_fail_later_are_refused_at_load(var: str, value: str) -> None:
     with pytest.raises(SettingsError, match=f"^{var}"):
         load_settings({var: value})

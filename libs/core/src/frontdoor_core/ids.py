@@ -28,12 +28,17 @@ def new_id(prefix: str, *, now_ms: int | None = None) -> str:
         raise ValueError(f"unknown id prefix {prefix!r}")
     ms = int(time.time() * 1000) if now_ms is None else now_ms
     rand = int.from_bytes(os.urandom(10), "big")
+    if now_ms is not None:
+        return _encode(prefix, (ms << _RANDOM_BITS) | rand)
     with _lock:
         # Monotonic within a process: IDs made in the same millisecond still sort in order.
-        if ms <= _last[0] and now_ms is None:
+        if ms <= _last[0]:
             ms, rand = _last[0], (_last[1] + 1) % (1 << _RANDOM_BITS)
         _last[0], _last[1] = ms, rand
-    value = (ms << _RANDOM_BITS) | rand
+    return _encode(prefix, (ms << _RANDOM_BITS) | rand)
+
+
+def _encode(prefix: str, value: int) -> str:
     chars = []
     for _ in range(26):
         chars.append(_ALPHABET[value & 31])
@@ -43,5 +48,5 @@ def new_id(prefix: str, *, now_ms: int | None = None) -> str:
 
 def is_id(text: str, prefix: str) -> bool:
     """True when ``text`` is syntactically an ID with ``prefix``."""
-    m = _SHAPE.match(text)
+    m = _SHAPE.fullmatch(text)
     return m is not None and m.group(1) == prefix

@@ -62,7 +62,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     example_port: Annotated[int, _doc("`make run`: example company port (reserved until it exists).")] = 8003
     db_pool_min: Annotated[int, _doc("Minimum PostgreSQL connections per process.")] = 1
     db_pool_max: Annotated[int, _doc("Maximum PostgreSQL connections per process.")] = 10
-    log_level: Annotated[str, _doc("Log level (`debug`, `info`, `warning`, `error`).")] = "info"
+    log_level: Annotated[Literal["debug", "info", "warning", "error"], _doc("Log level (`debug`, `info`, `warning`, `error`).")] = "info"
     log_format: Annotated[Literal["json", "console"], _doc("`json` (one object per line) or `console` (coloured, for humans).")] = "json"
     otel_exporter_otlp_endpoint: Annotated[str, _doc("OTLP/HTTP endpoint for traces. Empty: spans are created but not exported.")] = ""
     signup_rate_limit: Annotated[int, _doc("Sign-ups allowed per client address per hour.")] = 10
@@ -87,6 +87,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             host, sep, port = item.rpartition(":")
             if not sep or not host or (host.count(":") and not host.endswith("]")):
                 host, port = item, "53"
+            if not port.isdigit() or not 0 < int(port) < 65536:
+                raise SettingsError(f"{ENV_NAMES['dns_nameservers']}: {item!r} is not host:port")
             out.append((host.strip("[]"), int(port)))
         return out
 
@@ -150,6 +152,7 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
         settings = msgspec.convert(raw, Settings, strict=False)
     except msgspec.ValidationError as exc:
         raise SettingsError(_explain(str(exc))) from None
+    settings.nameservers()  # raises SettingsError naming the variable
     for name in ("issuer_base_url", "console_base_url", "ledger_base_url"):
         url = getattr(settings, name)
         if url.endswith("/"):

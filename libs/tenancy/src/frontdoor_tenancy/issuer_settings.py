@@ -39,14 +39,14 @@ MIN_SESSION_LIFETIME_S = 300
 MAX_SESSION_LIFETIME_S = 24 * 3600
 
 
-class SignInType(msgspec.Struct, frozen=True, kw_only=True):
+class SignInType(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One sign-in type (``direct`` or ``device``) and the scopes it may grant."""
 
     enabled: bool = False
     scopes: list[str] = msgspec.field(default_factory=list)
 
 
-class ApiEntry(msgspec.Struct, frozen=True, kw_only=True):
+class ApiEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """An API the company lists in ``poppy.json`` (PAP §3 ``apis``)."""
 
     type: Literal["openapi", "mcp"]

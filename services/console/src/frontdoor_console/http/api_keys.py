@@ -9,7 +9,7 @@ from frontdoor_tenancy.actor import Actor
 from litestar import Controller, delete, get, post
 from litestar.datastructures import State
 from litestar.di import NamedDependency
-from litestar.params import FromPath
+from litestar.params import FromPath, JSONBody
 
 from .deps import ctx_of, require_writer
 
@@ -36,7 +36,7 @@ class ApiKeysController(Controller):
     tags = ["api-keys"]  # noqa: RUF012 - Litestar reads it as a plain class attribute
 
     @post("/", status_code=201, summary="Create an API key (the secret is shown once)")
-    async def create(self, data: NewApiKey, actor: NamedDependency[Actor], state: State) -> CreatedOut:
+    async def create(self, data: JSONBody[NewApiKey], actor: NamedDependency[Actor], state: State) -> CreatedOut:
         require_writer(actor)
         async with transaction(ctx_of(state).pool) as conn:
             created = await api_keys.create_key(conn, actor, data.name)
