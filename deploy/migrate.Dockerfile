@@ -19,8 +19,10 @@ COPY requirements/constraints.txt requirements/constraints.txt
 COPY libs/core libs/core
 COPY libs/protocol libs/protocol
 COPY libs/tenancy libs/tenancy
+COPY libs/identity libs/identity
+COPY libs/sessions libs/sessions
 RUN pip install -c requirements/constraints.txt \
-        libs/core libs/protocol libs/tenancy \
+        libs/core libs/protocol libs/tenancy libs/identity libs/sessions \
     && pip check
 
 # --- runtime -----------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from frontdoor_core.settings import ENV_NAMES
 # Add a package here when it gains tables, and install its library in
 # deploy/migrate.Dockerfile; tests/unit/test_deploy_files.py fails until both are done.
 # (discover() orders the files by version, so the order here does not matter.)
-MIGRATED_PACKAGES = ["frontdoor_tenancy"]
+MIGRATED_PACKAGES = ["frontdoor_tenancy", "frontdoor_identity", "frontdoor_sessions"]
 
 
 async def migrate(database_url: str) -> list[str]:

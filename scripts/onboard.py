@@ -44,8 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--console", default="http://127.0.0.1:8000")
     p.add_argument("--issuer", default="http://127.0.0.1:8001")
-    p.add_argument("--slug", required=True)
-    p.add_argument("--email", required=True)
+    p.add_argument("--slug", help="required for sign-up")
+    p.add_argument("--email", help="required for sign-up")
     p.add_argument("--password", default=None, help="default: a random one, printed")
     p.add_argument("--organization", default=None)
     p.add_argument("--domain", required=True)
@@ -54,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
 
     key = a.api_key
+    if key is None and not (a.slug and a.email):
+        p.error("--slug and --email are required unless --api-key is given")
     if key is None:
         password = a.password or "pw-" + secrets.token_urlsafe(16)
         status, body = call("POST", f"{a.console}/api/v1/signup", {

@@ -22,7 +22,7 @@ from tests.support.clock import ShiftableClock
 from tests.support.dns_server import LocalDNS
 from tests.support.servers import Servers, start_servers
 
-MIGRATED_PACKAGES = ["frontdoor_tenancy"]
+MIGRATED_PACKAGES = ["frontdoor_tenancy", "frontdoor_identity", "frontdoor_sessions"]
 
 
 @pytest.fixture(scope="session")

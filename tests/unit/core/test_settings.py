@@ -225,3 +225,15 @@ def test_readme_documents_every_variable() -> None:
     text = readme.read_text("utf-8")
     missing = [var for var in ENV_NAMES.values() if not re.search(rf"(?<![A-Z0-9_]){var}(?![A-Z0-9_])", text)]
     assert not missing, f"README.md does not mention: {missing}"
+
+
+def test_readme_table_is_generated_from_the_settings() -> None:
+    """The README's configuration table is exactly settings_table() (scripts/settings_table.py)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run([sys.executable, str(root / "scripts" / "settings_table.py"), "--check"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout

@@ -42,7 +42,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     database_url: Annotated[str, _doc("PostgreSQL URL. Empty: `make run` / `make test` start an embedded server under the data directory.")] = ""
     redis_url: Annotated[str, _doc("Redis URL (`redis://`, `rediss://` or `unix://`). Empty: an embedded `redis-server` is started.")] = ""
     data_dir: Annotated[str, _doc("Where the embedded servers, the dev KEK and logs live. Reused by the next run.")] = "./.data"
-    kek: Annotated[str, _doc("Key-encryption key for secrets at rest (`id:base64url(32 bytes)`, comma-separated for rotation, current first). `make run` generates one into the data directory.")] = ""
+    kek: Annotated[str, _doc("Key-encryption key for secrets at rest: base64url of 32 random bytes; several comma-separated during rotation, the current one first. `make run` generates one into the data directory.")] = ""
     issuer_base_url: Annotated[str, _doc("Public base URL of the issuer service; a tenant's issuer is `{this}/{slug}`.")] = "http://127.0.0.1:8001"
     console_base_url: Annotated[str, _doc("Public base URL of the console (dashboard and management API).")] = "http://127.0.0.1:8000"
     ledger_base_url: Annotated[str, _doc("Public base URL of the ledger service.")] = "http://127.0.0.1:8002"

@@ -12,6 +12,9 @@ from frontdoor_protocol.authorization_server_metadata import (
     build_metadata,
     metadata_url,
 )
+from frontdoor_protocol.base64url import b64url_decode, b64url_encode
+from frontdoor_protocol.client_assertion import ClientAssertion, verify_client_assertion
+from frontdoor_protocol.compact_jws import CompactJWS, MalformedJWS, parse_compact_jws
 from frontdoor_protocol.discovery_builder import DiscoveryInputs, InvalidDiscoveryInputs, build_discovery_document
 from frontdoor_protocol.discovery_check import check_discovery_document
 from frontdoor_protocol.discovery_document import (
@@ -31,11 +34,16 @@ from frontdoor_protocol.discovery_document import (
     discovery_url,
 )
 from frontdoor_protocol.domain_name import domains_equal, is_domain_name, normalize_domain
+from frontdoor_protocol.dpop_proof import DEFAULT_DPOP_IAT_WINDOW, DPoPProof, access_token_hash, verify_dpop_proof
 from frontdoor_protocol.errors import CATALOGUE, ChallengeScheme, ErrorCode, ErrorEntry, ProtocolError, Surface
 from frontdoor_protocol.extension_name import OPERATIONS_EXTENSION, ExtensionNameKind, extension_name_kind
 from frontdoor_protocol.finding import Finding, FindingCode, Findings, Severity, has_errors
+from frontdoor_protocol.http_target_uri import htu_normalize
 from frontdoor_protocol.https_url import UrlProblem, check_https_url, host_of, https_url_problem
+from frontdoor_protocol.jwk_thumbprint import jwk_thumbprint
 from frontdoor_protocol.jws_algorithm import ASYMMETRIC_JWS_ALGORITHMS, REQUIRED_DPOP_ALGORITHM, is_asymmetric_algorithm
+from frontdoor_protocol.jws_verification import UnknownKeyId
+from frontdoor_protocol.jwt_assertion import DEFAULT_CLOCK_SKEW, MAX_ASSERTION_LIFETIME
 from frontdoor_protocol.metadata_check import check_metadata
 from frontdoor_protocol.profile import (
     PROFILE_0_2,
@@ -57,6 +65,15 @@ from frontdoor_protocol.scopes import (
     is_scope_token,
     parse_scope,
 )
+from frontdoor_protocol.session_assertion import SessionAssertion, is_user_id, verify_session_assertion
+from frontdoor_protocol.session_token import (
+    MAX_SESSION_TOKEN_LIFETIME,
+    SESSION_TOKEN_TYPE,
+    Confirmation,
+    SessionTokenClaims,
+    mint_session_token,
+    verify_session_token,
+)
 from frontdoor_protocol.strict_json import MalformedJSON, MalformedReason, loads, loads_object
 
 __all__ = [
@@ -64,6 +81,10 @@ __all__ = [
     "BUILT_IN_SCOPES",
     "CATALOGUE",
     "CLIENT_AUTH_METHOD",
+    "DEFAULT_CLOCK_SKEW",
+    "DEFAULT_DPOP_IAT_WINDOW",
+    "MAX_ASSERTION_LIFETIME",
+    "MAX_SESSION_TOKEN_LIFETIME",
     "METADATA_WELL_KNOWN",
     "OPERATIONS_EXTENSION",
     "POPPY_READ",
@@ -72,14 +93,19 @@ __all__ = [
     "PROFILE_0_2",
     "REQUIRED_DPOP_ALGORITHM",
     "RESERVED_SCOPE_PREFIX",
+    "SESSION_TOKEN_TYPE",
     "ApiListing",
     "ApiType",
     "AssertionAudience",
     "Auth",
     "AuthorizationServerMetadata",
     "ChallengeScheme",
+    "ClientAssertion",
+    "CompactJWS",
     "CompanyAgent",
+    "Confirmation",
     "ConversationProtocol",
+    "DPoPProof",
     "DiscoveryDocument",
     "DiscoveryInputs",
     "ErrorCode",
@@ -93,19 +119,26 @@ __all__ = [
     "GrantType",
     "InvalidDiscoveryInputs",
     "MalformedJSON",
+    "MalformedJWS",
     "MalformedReason",
     "MediatedField",
     "MediatedSignIn",
     "Organization",
     "Profile",
     "ProtocolError",
+    "SessionAssertion",
     "SessionCredential",
+    "SessionTokenClaims",
     "Severity",
     "SignInOffer",
     "Surface",
+    "UnknownKeyId",
     "UnsupportedProtocolVersion",
     "UrlProblem",
     "Web",
+    "access_token_hash",
+    "b64url_decode",
+    "b64url_encode",
     "build_discovery_document",
     "build_metadata",
     "check_discovery_document",
@@ -119,14 +152,23 @@ __all__ = [
     "has_errors",
     "host_of",
     "https_url_problem",
+    "htu_normalize",
     "is_asymmetric_algorithm",
     "is_domain_name",
     "is_scope_token",
+    "is_user_id",
+    "jwk_thumbprint",
     "loads",
     "loads_object",
     "metadata_url",
+    "mint_session_token",
     "normalize_domain",
+    "parse_compact_jws",
     "parse_protocol_version",
     "parse_scope",
     "profile_for",
+    "verify_client_assertion",
+    "verify_dpop_proof",
+    "verify_session_assertion",
+    "verify_session_token",
 ]

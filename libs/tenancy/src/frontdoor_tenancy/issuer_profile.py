@@ -54,7 +54,7 @@ def issuer_metadata(urls: IssuerUrls, settings: IssuerSettings, domains: list[st
         grants.append(GrantType.AUTHORIZATION_CODE)
     if settings.device.enabled:
         grants.append(GrantType.DEVICE_CODE)
-    scopes = list(dict.fromkeys([*issuer_settings.BUILTIN_SCOPES, *settings.enabled_scopes()]))
+    scopes = settings.enabled_scopes()
     return build_metadata(
         issuer=urls.issuer,
         domains=domains,

@@ -65,6 +65,10 @@ class IssuerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     apis: list[ApiEntry] = msgspec.field(default_factory=list)
     website: bool = True
     session_lifetime_s: int = 3600
+    dpop_nonce_required: bool = False
+    sessions_per_agent_per_minute: int = 60
+    token_requests_per_network_per_minute: int = 600
+    agent_rate_overrides: dict[str, int] = msgspec.field(default_factory=dict)
 
     def all_scopes(self) -> dict[str, str]:
         """Built-in and custom scopes with descriptions."""
@@ -139,12 +143,18 @@ def validate_settings(s: IssuerSettings, *, dev: bool = False) -> IssuerSettings
         if api.url in seen_urls:
             errors[f"apis[{i}].url"] = "listed twice"
         seen_urls.add(api.url)
-        if len(api.description) > 300:
-            errors[f"apis[{i}].description"] = "at most 300 characters"
+        if not api.description.strip() or len(api.description) > 300:
+            errors[f"apis[{i}].description"] = "1 to 300 characters: agents show it to people"
     if len(s.apis) > 20:
         errors["apis"] = "at most 20 APIs"
     if not s.apis and not s.website:
         errors["website"] = "poppy.json must offer something: list an API or keep website on (PAP §3.1)"
+    if not 1 <= s.sessions_per_agent_per_minute <= 100_000:
+        errors["sessions_per_agent_per_minute"] = "must be between 1 and 100000"
+    if not 1 <= s.token_requests_per_network_per_minute <= 1_000_000:
+        errors["token_requests_per_network_per_minute"] = "must be between 1 and 1000000"
+    if len(s.agent_rate_overrides) > 1000 or any(not 1 <= v <= 100_000 for v in s.agent_rate_overrides.values()):
+        errors["agent_rate_overrides"] = "at most 1000 agents, each 1 to 100000 Sessions per minute"
     if not MIN_SESSION_LIFETIME_S <= s.session_lifetime_s <= MAX_SESSION_LIFETIME_S:
         errors["session_lifetime_s"] = "must be between 300 (5 minutes) and 86400 (24 hours)"
     if errors:

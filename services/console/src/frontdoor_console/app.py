@@ -53,7 +53,7 @@ def _default_lookup(settings: Settings) -> Any:
 def _default_fetcher(settings: Settings) -> Any:
     from frontdoor_core.outbound import OutboundPolicy, SafeFetcher
 
-    return SafeFetcher(OutboundPolicy(allow_http_loopback=False, allowlist=settings.allowlist()))
+    return SafeFetcher(OutboundPolicy(allow_http_loopback=settings.is_dev, allowlist=settings.allowlist()))
 
 
 def create_app(

@@ -23,7 +23,7 @@ from frontdoor_tenancy.credentials.key_encryption import Kek
 
 from .settings import load
 
-MIGRATED_PACKAGES = ["frontdoor_tenancy"]
+MIGRATED_PACKAGES = ["frontdoor_tenancy", "frontdoor_identity", "frontdoor_sessions"]
 
 
 async def _migrate() -> int:

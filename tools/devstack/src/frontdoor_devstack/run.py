@@ -170,7 +170,7 @@ def _print_banner(settings: Any, demo: dict[str, str], logs: Path) -> None:
         f"  console + management API  {settings.console_base_url}   (OpenAPI: {settings.console_base_url}/api/v1/openapi.json)",
         f"  issuer                    {settings.issuer_base_url}",
         f"  demo issuer metadata      {settings.issuer_base_url}/.well-known/oauth-authorization-server/{demo['slug']}",
-        "  worker + beat             Celery (domain re-checks every "
+        "  worker + beat             Celery (looks for domains due a DNS check every "
         f"{int(settings.domain_sweep_interval.total_seconds())} s)",
         "",
         "Demo tenant:",

@@ -13,7 +13,7 @@ import asyncpg
 from frontdoor_core.migrations import apply_migrations, discover
 from frontdoor_core.settings import Settings
 
-MIGRATED_PACKAGES = ["frontdoor_tenancy"]
+MIGRATED_PACKAGES = ["frontdoor_tenancy", "frontdoor_identity", "frontdoor_sessions"]
 DEMO_SLUG = "demo"
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import msgspec
 from frontdoor_core.db import transaction
+from frontdoor_core.errors import Invalid
 from frontdoor_tenancy import audit, issuer_settings, signing_keys, tenants
 from frontdoor_tenancy.actor import Actor
 from frontdoor_tenancy.issuer_settings import IssuerSettings
@@ -57,13 +58,24 @@ async def put_issuer(
     require_writer(actor)
     ctx = ctx_of(state)
     clean = issuer_settings.validate_settings(data, dev=ctx.settings.is_dev)
-    version = int(if_match.strip('"')) if if_match and if_match.strip('"').isdigit() else None
+    version = _if_match_version(if_match)
     async with transaction(ctx.pool) as conn:
         tenant = await tenants.get_tenant(conn, actor.tenant_id)
         stored = await issuer_settings.update_settings(conn, actor.tenant_id, clean, if_version=version)
         await audit.record(conn, actor, "issuer.settings_updated", target_type="tenant", target_id=actor.tenant_id,
                            details={"version": stored.version})
     return _out(ctx, tenant.slug, stored)
+
+
+def _if_match_version(header: str | None) -> int | None:
+    """``If-Match: 3``, ``"3"`` or ``W/"3"`` → 3; absent or ``*`` → None (unconditional)."""
+    if header is None or header.strip() == "*":
+        return None
+    value = header.strip().removeprefix("W/").strip('"')
+    if not value.isdigit():
+        raise Invalid("invalid_if_match", "If-Match must be the settings version, e.g. If-Match: 3.",
+                      fields={"If-Match": "not a version"})
+    return int(value)
 
 
 class TenantOut(msgspec.Struct, frozen=True, kw_only=True):

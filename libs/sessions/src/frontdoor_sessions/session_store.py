@@ -1,0 +1,79 @@
+"""The ``pap_sessions`` repository. Every query is scoped by ``tenant_id``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import asyncpg
+import msgspec
+from frontdoor_core.ids import new_id
+
+__all__ = ["SessionRecord", "create_session", "end_sessions_of_agent", "find_session", "touch_session"]
+
+
+class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A Session as stored."""
+
+    tenant_id: str
+    id: str
+    client_id: str
+    user_id: str
+    created_at: datetime
+    last_used_at: datetime
+    ended_at: datetime | None
+    signed_in_at: datetime | None
+    account_id: str | None
+    scope: str | None
+
+    @property
+    def live(self) -> bool:
+        return self.ended_at is None
+
+    @property
+    def signed_in(self) -> bool:
+        return self.signed_in_at is not None and self.account_id is not None
+
+
+_COLS = "tenant_id, id, client_id, user_id, created_at, last_used_at, ended_at, signed_in_at, account_id, scope"
+
+
+def _rec(row: asyncpg.Record) -> SessionRecord:
+    return SessionRecord(**dict(row))
+
+
+async def create_session(conn: asyncpg.Connection, tenant_id: str, client_id: str, user_id: str, *,
+                         now: datetime) -> SessionRecord:
+    """A new signed-out Session (PAP-4.2-01)."""
+    row = await conn.fetchrow(
+        "INSERT INTO pap_sessions (tenant_id, id, client_id, user_id, created_at, last_used_at)"
+        " VALUES ($1, $2, $3, $4, $5, $5) RETURNING " + _COLS,
+        tenant_id, new_id("ses"), client_id, user_id, now,
+    )
+    return _rec(row)
+
+
+async def find_session(conn: asyncpg.Connection, tenant_id: str, session_id: str) -> SessionRecord | None:
+    """The Session by ID within the tenant, or None."""
+    row = await conn.fetchrow("SELECT " + _COLS + " FROM pap_sessions WHERE tenant_id = $1 AND id = $2",
+                              tenant_id, session_id)
+    return None if row is None else _rec(row)
+
+
+async def touch_session(conn: asyncpg.Connection, tenant_id: str, session_id: str, *, now: datetime) -> None:
+    """Record use (renewal, introspection), at most about once a minute per Session."""
+    await conn.execute(
+        "UPDATE pap_sessions SET last_used_at = $3 WHERE tenant_id = $1 AND id = $2"
+        " AND last_used_at < $3 - interval '60 seconds'",
+        tenant_id, session_id, now,
+    )
+
+
+async def end_sessions_of_agent(conn: asyncpg.Connection, tenant_id: str, client_id: str, *, now: datetime,
+                                reason: str) -> int:
+    """End every live Session of an agent (blocked agent): its tokens stop working."""
+    result = await conn.execute(
+        "UPDATE pap_sessions SET ended_at = $3, end_reason = $4"
+        " WHERE tenant_id = $1 AND client_id = $2 AND ended_at IS NULL",
+        tenant_id, client_id, now, reason,
+    )
+    return int(result.split()[-1])

@@ -1,0 +1,30 @@
+"""The token endpoint's request, parsed from the form once (RFC 6749 §3.2)."""
+
+from __future__ import annotations
+
+import msgspec
+
+__all__ = ["CLIENT_ASSERTION_TYPE", "JWT_BEARER", "TokenRequest"]
+
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+CLIENT_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+
+
+class TokenRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Form parameters of a token request plus the request's DPoP headers.
+
+    Attributes:
+        dpop: every ``DPoP`` header value (exactly one is valid where DPoP applies).
+        client_address: the network the request came from (rate limits).
+    """
+
+    grant_type: str | None = None
+    client_id: str | None = None
+    client_assertion_type: str | None = None
+    client_assertion: str | None = None
+    assertion: str | None = None
+    session_id: str | None = None
+    resource: str | None = None
+    scope: str | None = None
+    dpop: tuple[str, ...] = ()
+    client_address: str = "unknown"
