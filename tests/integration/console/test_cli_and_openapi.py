@@ -71,3 +71,10 @@ async def test_http_and_sql_spans_are_recorded(console: AsyncTestClient[Any], te
     assert http.attributes["http.response.status_code"] == 200
     # spans carry no credentials
     assert all(tenant.api_key not in str(dict(s.attributes or {})) for s in seen)
+
+
+async def test_unknown_api_path_is_a_problem_document(console: AsyncTestClient[Any]) -> None:
+    r = await console.get("/api/v1/no-such-thing")
+    assert r.status_code == 404
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert r.json()["code"] == "not_found"

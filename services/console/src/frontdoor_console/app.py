@@ -22,7 +22,8 @@ from frontdoor_httpkit import (
     problem_exception_handlers,
 )
 from frontdoor_tenancy.credentials.key_encryption import Kek
-from litestar import Litestar
+from litestar import Litestar, Request, get
+from litestar.openapi.spec import Components, SecurityScheme
 from litestar.config.csrf import CSRFConfig
 from litestar.contrib.jinja import JinjaTemplateEngine
 from litestar.di import Provide
@@ -54,6 +55,13 @@ def _default_fetcher(settings: Settings) -> Any:
     from frontdoor_core.outbound import OutboundPolicy, SafeFetcher
 
     return SafeFetcher(OutboundPolicy(allow_http_loopback=settings.is_dev, allowlist=settings.allowlist()))
+
+
+@get("/api/v1/openapi.json", include_in_schema=False, cache=False)
+async def openapi_json(request: Request[Any, Any, Any]) -> dict[str, Any]:
+    """The management API's OpenAPI document (generated from the routes)."""
+    schema: dict[str, Any] = request.app.openapi_schema.to_schema()
+    return schema
 
 
 def create_app(
@@ -101,6 +109,7 @@ def create_app(
         issuer.list_signing_keys,
         *domains.routes,
         *admin_web.routes,
+        openapi_json,
         create_static_files_router(path="/static", directories=[_HERE / "static"], include_in_schema=False),
         *(extra_routes or []),
     ]
@@ -119,8 +128,12 @@ def create_app(
             cookie_samesite="lax", exclude=["/api/", "/healthz", "/readyz"],
         ),
         openapi_config=OpenAPIConfig(
-            title="Frontdoor management API", version="1.0.0", path="/api/v1",
+            title="Frontdoor management API", version="1.0.0", path="/_openapi",
             render_plugins=[JsonRenderPlugin(path="/openapi.json")],
+            components=Components(security_schemes={
+                "apiKey": SecurityScheme(type="http", scheme="bearer", description="A management API key (fdk_...)"),
+            }),
+            security=[{"apiKey": []}],
             description="Manage your Frontdoor tenant: API keys, domains, issuer settings, the audit log.",
         ),
         debug=False,

@@ -32,7 +32,7 @@ class SignUpOut(msgspec.Struct, frozen=True, kw_only=True):
     api_key_prefix: str
 
 
-@post("/api/v1/signup", status_code=201, tags=["tenants"], summary="Sign up a company",
+@post("/api/v1/signup", status_code=201, tags=["tenants"], summary="Sign up a company", security=[],
       description="Creates the tenant and its owner. The `api_key` is shown only in this response.")
 async def signup(data: JSONBody[tenants.SignUp], request: Request[Any, Any, Any], state: State) -> SignUpOut:
     ctx = ctx_of(state)
