@@ -35,10 +35,12 @@ async def console(settings: Settings, migrated: str, clock: ShiftableClock, web:
 
 
 @pytest.fixture(scope="session")
-async def issuer(settings: Settings, migrated: str, clock: ShiftableClock) -> AsyncIterator[AsyncTestClient[Any]]:
+async def issuer(settings: Settings, migrated: str, clock: ShiftableClock, web: MockWeb
+                 ) -> AsyncIterator[AsyncTestClient[Any]]:
+    from frontdoor_core.outbound import SafeFetcher
     from frontdoor_issuer.app import create_app
 
-    app = create_app(settings, clock=clock)
+    app = create_app(settings, clock=clock, fetcher=SafeFetcher(transport=web))
     async with AsyncTestClient(app, base_url="https://issuer.frontdoor.test") as client:
         yield client
 

@@ -172,3 +172,21 @@ __all__ = [
     "verify_session_assertion",
     "verify_session_token",
 ]
+
+from frontdoor_protocol.resource_request import (
+    HeaderMultiMap,
+    MissingToken,
+    RequestHeaders,
+    VerifiedCaller,
+    header_values,
+    verify_resource_request,
+)
+
+__all__ += [
+    "HeaderMultiMap",
+    "MissingToken",
+    "RequestHeaders",
+    "VerifiedCaller",
+    "header_values",
+    "verify_resource_request",
+]

@@ -31,7 +31,7 @@ class ReplayCache:
         """True the first time ``value`` is seen in ``(namespace, scope)`` within ``ttl_s``."""
         try:
             result = await self._redis.set(self._key(namespace, scope, value), b"1", nx=True, ex=max(ttl_s, 1))
-        except Exception:  # noqa: BLE001 - any Redis failure fails closed
+        except Exception:
             raise Unavailable("replay_cache_unavailable", "Temporarily unavailable; retry shortly.",
                               retry_after=5) from None
         return bool(result)

@@ -20,13 +20,14 @@ Order matters for cost and for what an unauthenticated caller can learn:
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 import msgspec
 import redis.asyncio as aioredis
+from frontdoor_core.errors import Unavailable
 from frontdoor_core.rate_limit import hit
 from frontdoor_identity import (
     AgentDirectory,
@@ -52,7 +53,7 @@ from .replay_cache import ReplayCache
 from .signer_cache import IssuerKeys
 from .token_request import CLIENT_ASSERTION_TYPE, JWT_BEARER, TokenRequest
 
-__all__ = ["GrantOutcome", "SessionGrant", "TenantIssuer"]
+__all__ = ["GrantOutcome", "GrantRefused", "SessionGrant", "TenantIssuer"]
 
 _SKEW = 60
 
@@ -73,8 +74,13 @@ class GrantOutcome(msgspec.Struct, frozen=True, kw_only=True):
     headers: dict[str, str]
 
 
-class RateLimitedError(ProtocolError):
-    """429 with ``Retry-After`` and RateLimit headers."""
+class GrantRefused(Exception):
+    """A refusal to send: the protocol error and any headers that go with it."""
+
+    def __init__(self, error: ProtocolError, headers: dict[str, str] | None = None) -> None:
+        super().__init__(error.code)
+        self.error = error
+        self.headers = headers or {}
 
 
 def _err(code: str, description: str) -> ProtocolError:
@@ -84,7 +90,7 @@ def _err(code: str, description: str) -> ProtocolError:
 def _unverified_iss(assertion: str) -> str | None:
     try:
         claims = msgspec.json.decode(extract_compact(assertion.encode()).payload)
-    except Exception:  # noqa: BLE001 - any malformed input is simply unidentifiable
+    except Exception:
         return None
     iss = claims.get("iss") if isinstance(claims, dict) else None
     return iss if isinstance(iss, str) else None
@@ -106,16 +112,15 @@ class SessionGrant:
     async def _limit(self, key: str, limit: int, policy: str) -> None:
         try:
             allowed, reset = await hit(self._redis, key, limit=limit, window_s=60)
-        except Exception:  # noqa: BLE001
-            raise _err("temporarily_unavailable", "Temporarily unavailable; retry shortly.") from None
+        except Exception:
+            raise Unavailable("rate_limiter_unavailable", "Temporarily unavailable; retry shortly.",
+                              retry_after=5) from None
         if not allowed:
-            exc = RateLimitedError("rate_limited", "Too many requests; retry later.")
-            exc.headers = {  # type: ignore[attr-defined]
+            raise GrantRefused(_err("rate_limited", "Too many requests; retry later."), {
                 "Retry-After": str(reset),
                 "RateLimit-Policy": f'"{policy}";q={limit};w=60',
                 "RateLimit": f'"{policy}";r=0;t={reset}',
-            }
-            raise exc
+            })
 
     async def _verify_with_refresh(self, client: ResolvedClient, verify: Callable[[KeySet], Any]) -> Any:
         try:
@@ -127,7 +132,18 @@ class SessionGrant:
             return verify(fresh)
 
     async def issue(self, tenant: TenantIssuer, req: TokenRequest) -> GrantOutcome:
-        """Run the grant; raise `ProtocolError` (or `Unavailable`) on any refusal."""
+        """Run the grant.
+
+        Raises:
+            GrantRefused: any protocol refusal, with the headers it needs.
+            Unavailable: Redis cannot answer a replay check (fail closed, 503).
+        """
+        try:
+            return await self._issue(tenant, req)
+        except ProtocolError as exc:
+            raise GrantRefused(exc) from None
+
+    async def _issue(self, tenant: TenantIssuer, req: TokenRequest) -> GrantOutcome:
         now_dt = self._clock()
         now = int(now_dt.timestamp())
         s = tenant.settings
@@ -179,7 +195,7 @@ class SessionGrant:
                                           access_token=None, nonce=accepted, require_nonce=s.dpop_nonce_required)
             except ProtocolError as exc:
                 if exc.code == "use_dpop_nonce":
-                    exc.headers = {"DPoP-Nonce": self._nonces.current(tenant.tenant_id, now)}  # type: ignore[attr-defined]
+                    raise GrantRefused(exc, {"DPoP-Nonce": self._nonces.current(tenant.tenant_id, now)}) from None
                 raise
             jkt = proof.jkt
             proof_claim = (proof.jti, max(proof.accept_until - now, 1) + _SKEW)
@@ -239,5 +255,3 @@ class SessionGrant:
             body["scope"] = session.scope
         return GrantOutcome(body=body, headers=extra_headers)
 
-
-SessionGrantFactory = Callable[[], Awaitable[SessionGrant]]

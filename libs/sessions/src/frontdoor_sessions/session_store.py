@@ -63,7 +63,7 @@ async def touch_session(conn: asyncpg.Connection, tenant_id: str, session_id: st
     """Record use (renewal, introspection), at most about once a minute per Session."""
     await conn.execute(
         "UPDATE pap_sessions SET last_used_at = $3 WHERE tenant_id = $1 AND id = $2"
-        " AND last_used_at < $3 - interval '60 seconds'",
+        " AND last_used_at < $3::timestamptz - interval '60 seconds'",
         tenant_id, session_id, now,
     )
 

@@ -23,12 +23,12 @@ from frontdoor_httpkit import (
 )
 from frontdoor_tenancy.credentials.key_encryption import Kek
 from litestar import Litestar, Request, get
-from litestar.openapi.spec import Components, SecurityScheme
 from litestar.config.csrf import CSRFConfig
 from litestar.contrib.jinja import JinjaTemplateEngine
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
+from litestar.openapi.spec import Components, SecurityScheme
 from litestar.static_files import create_static_files_router
 from litestar.template.config import TemplateConfig
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from frontdoor_core.clock import Clock
 from frontdoor_core.logging import configure_logging
+from frontdoor_core.outbound import OutboundPolicy, SafeFetcher
 from frontdoor_core.runtime import Runtime
 from frontdoor_core.settings import Settings
 from frontdoor_core.telemetry import configure_tracing
@@ -19,30 +18,16 @@ from frontdoor_httpkit import (
     TracingMiddleware,
     health_routes,
 )
+from frontdoor_identity import AgentDirectory
+from frontdoor_sessions import IssuerKeys, NonceSource, SessionGrant
+from frontdoor_tenancy.credentials.key_encryption import Kek
 from litestar import Litestar, Request, Response
 from litestar.exceptions import HTTPException, NotFoundException
 
-from .http import discovery
+from .context import IssuerContext, nonce_secret
+from .http import discovery, introspect, token
 
 __all__ = ["create_app"]
-
-
-@dataclass
-class IssuerContext:
-    """Per-process dependencies of the issuer."""
-
-    runtime: Runtime
-
-    @property
-    def settings(self) -> Settings:
-        return self.runtime.settings
-
-    @property
-    def pool(self) -> Any:
-        return self.runtime.pool
-
-    def now(self) -> datetime:
-        return self.runtime.clock()
 
 
 def _protocol_error(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, str]]:
@@ -59,13 +44,19 @@ def _protocol_error(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[
                     status_code=500, headers={"Cache-Control": "no-store"})
 
 
-def create_app(settings: Settings, *, clock: Clock | None = None) -> Litestar:
+def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any = None) -> Litestar:
     """Build the issuer app."""
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         rt = await Runtime.open(settings, clock=clock)
-        app.state.ctx = IssuerContext(runtime=rt)
+        the_fetcher = fetcher or SafeFetcher(OutboundPolicy(allow_http_loopback=settings.is_dev,
+                                                           allowlist=settings.allowlist()))
+        directory = AgentDirectory(the_fetcher, rt.clock)
+        keys = IssuerKeys(Kek.from_env_value(settings.kek))
+        grant = SessionGrant(pool=rt.pool, redis=rt.redis, directory=directory, keys=keys,
+                             nonces=NonceSource(nonce_secret(settings)), clock=rt.clock)
+        app.state.ctx = IssuerContext(runtime=rt, keys=keys, grant=grant, directory=directory)
         app.state.pool = rt.pool
         app.state.redis = rt.redis
         try:
@@ -76,7 +67,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None) -> Litestar:
     configure_logging(level=settings.log_level, fmt=settings.log_format)
     configure_tracing("frontdoor-issuer", otlp_endpoint=settings.otel_exporter_otlp_endpoint)
     return Litestar(
-        route_handlers=[*health_routes("issuer"), *discovery.routes],
+        route_handlers=[*health_routes("issuer"), *discovery.routes, token.token, introspect.introspection],
         lifespan=[lifespan],
         exception_handlers={HTTPException: _protocol_error, Exception: _protocol_error},
         middleware=[RequestIdMiddleware, TracingMiddleware,

@@ -1,0 +1,44 @@
+"""``POST {issuer}/oauth/token``: the token endpoint (only the Session grant for now)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from frontdoor_core.errors import Unavailable
+from frontdoor_protocol.errors import ProtocolError
+from frontdoor_sessions import GrantRefused, TokenRequest
+from litestar import Request, Response, post
+from litestar.datastructures import State
+from litestar.params import FromPath
+
+from .discovery import not_found
+from .form import read_form
+from .oauth_errors import NO_STORE, oauth_error, unavailable
+
+__all__ = ["token"]
+
+
+@post("/{slug:str}/oauth/token", status_code=200)
+async def token(slug: FromPath[str], request: Request[Any, Any, Any], state: State) -> Response[Any]:
+    ctx = state.ctx
+    tenant = await ctx.tenant(slug)
+    if tenant is None:
+        return not_found()
+    try:
+        form = await read_form(request)
+    except ProtocolError as exc:
+        return oauth_error(exc)
+    req = TokenRequest(
+        grant_type=form.get("grant_type"), client_id=form.get("client_id"),
+        client_assertion_type=form.get("client_assertion_type"), client_assertion=form.get("client_assertion"),
+        assertion=form.get("assertion"), session_id=form.get("session_id"), resource=form.get("resource"),
+        scope=form.get("scope"), dpop=tuple(request.headers.getall("dpop", [])),
+        client_address=request.client.host if request.client else "unknown",
+    )
+    try:
+        outcome = await ctx.grant.issue(tenant, req)
+    except GrantRefused as exc:
+        return oauth_error(exc.error, exc.headers)
+    except Unavailable as exc:
+        return unavailable(exc.retry_after)
+    return Response(outcome.body, status_code=200, headers={**NO_STORE, **outcome.headers})
