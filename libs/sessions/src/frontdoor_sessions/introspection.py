@@ -12,7 +12,10 @@ from typing import Any
 
 import asyncpg
 from frontdoor_identity import get_agent_policy, is_allowed
+import msgspec
+from frontdoor_protocol.compact_jws import MalformedJWS, parse_compact_jws
 from frontdoor_protocol.errors import ProtocolError
+from frontdoor_protocol.jws_verification import UnknownKeyId
 from frontdoor_protocol.session_token import verify_session_token
 
 from . import session_store
@@ -23,6 +26,16 @@ __all__ = ["INACTIVE", "introspect"]
 INACTIVE: dict[str, Any] = {"active": False}
 
 
+def _claimed_resource(token: str) -> str | None:
+    """The ``resource`` the token says it is bound to (verified right after, with the signature)."""
+    try:
+        payload = msgspec.json.decode(parse_compact_jws(token).payload)
+    except (MalformedJWS, msgspec.DecodeError):
+        return None
+    resource = payload.get("resource") if isinstance(payload, dict) else None
+    return resource if isinstance(resource, str) else None
+
+
 async def introspect(conn: asyncpg.Connection, keys: IssuerKeys, *, tenant_id: str, issuer: str, token: str,
                      now: datetime) -> dict[str, Any]:
     """The state of the Session behind ``token``, or ``{"active": false}``.
@@ -31,15 +44,18 @@ async def introspect(conn: asyncpg.Connection, keys: IssuerKeys, *, tenant_id: s
     token included), has expired, its Session ended, or its agent is no longer allowed.
     """
     epoch = int(now.timestamp())
+    audience = _claimed_resource(token)
     keyset = await keys.keyset(conn, tenant_id, now)
     try:
-        claims = verify_session_token(token, issuer=issuer, keys=keyset, now=epoch)
-    except ProtocolError:
+        claims = verify_session_token(token, issuer=issuer, keys=keyset, now=epoch, audience=audience)
+    except UnknownKeyId:
         try:  # a key rotated within the cache window
             keyset = await keys.keyset(conn, tenant_id, now, refresh=True)
-            claims = verify_session_token(token, issuer=issuer, keys=keyset, now=epoch)
+            claims = verify_session_token(token, issuer=issuer, keys=keyset, now=epoch, audience=audience)
         except ProtocolError:
             return INACTIVE
+    except ProtocolError:
+        return INACTIVE
     session = await session_store.find_session(conn, tenant_id, claims.sid)
     if session is None or not session.live or session.client_id != claims.client_id or session.user_id != claims.sub:
         return INACTIVE

@@ -94,7 +94,7 @@ def create_app(
     configure_logging(level=settings.log_level, fmt=settings.log_format)
     configure_tracing("frontdoor-console", otlp_endpoint=settings.otel_exporter_otlp_endpoint)
 
-    from .http import admin_web, domains
+    from .http import admin_web, agents, domains
 
     routes: list[Any] = [
         *health_routes("console"),
@@ -108,6 +108,7 @@ def create_app(
         issuer.rotate_key,
         issuer.list_signing_keys,
         *domains.routes,
+        *agents.routes,
         *admin_web.routes,
         openapi_json,
         create_static_files_router(path="/static", directories=[_HERE / "static"], include_in_schema=False),

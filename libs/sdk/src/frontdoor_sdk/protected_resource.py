@@ -1,0 +1,90 @@
+"""An MCP server's OAuth protected-resource metadata (RFC 9728; PAP-6-06, PAP-4.3-26)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+from urllib.parse import urlsplit, urlunsplit
+
+from frontdoor_protocol import REQUIRED_DPOP_ALGORITHM, format_scope, htu_normalize
+
+__all__ = ["PROTECTED_RESOURCE_WELL_KNOWN", "protected_resource_metadata", "protected_resource_metadata_url"]
+
+PROTECTED_RESOURCE_WELL_KNOWN: Final = "/.well-known/oauth-protected-resource"
+_UNQUOTABLE: Final = frozenset('"\\')
+
+
+def _check_url(url: str, what: str) -> None:
+    try:
+        htu_normalize(url)
+    except ValueError:
+        raise ValueError(f"{what} must be an absolute http(s) URL") from None
+    parts = urlsplit(url)
+    if parts.query or parts.fragment or "#" in url or not _UNQUOTABLE.isdisjoint(url):
+        raise ValueError(f"{what} must have no query or fragment")
+
+
+def protected_resource_metadata_url(resource: str) -> str:
+    """Where the metadata of ``resource`` is served (RFC 9728 §3.1).
+
+    The well-known path goes between the host and the resource's path:
+    ``https://shop.example/mcp`` → ``https://shop.example/.well-known/oauth-protected-resource/mcp``.
+
+    Args:
+        resource: The MCP server's ``url``, as listed in ``poppy.json``.
+
+    Returns:
+        The metadata URL.
+
+    Raises:
+        ValueError: If ``resource`` is not an absolute http(s) URL without query or fragment.
+    """
+    _check_url(resource, "resource")
+    parts = urlsplit(resource)
+    path = parts.path.rstrip("/")
+    return urlunsplit((parts.scheme, parts.netloc, PROTECTED_RESOURCE_WELL_KNOWN + path, "", ""))
+
+
+def protected_resource_metadata(
+    resource: str,
+    issuer: str,
+    *,
+    scopes: Sequence[str] = (),
+    dpop_bound: bool = True,
+    resource_name: str | None = None,
+) -> dict[str, Any]:
+    """The RFC 9728 §2 document an MCP server serves at :func:`protected_resource_metadata_url`.
+
+    Args:
+        resource: The MCP server's ``url``, exactly as in ``poppy.json`` (PAP-6-05).
+        issuer: Your Frontdoor issuer (``auth.issuer``): MCP clients get tokens there
+            (PAP-6-06).
+        scopes: The scopes the server's tools use, for ``scopes_supported``.
+        dpop_bound: Whether the server takes DPoP-bound tokens (new MCP servers SHOULD,
+            PAP-4.3-25): lists ES256 in ``dpop_signing_alg_values_supported`` (PAP-4.3-26)
+            and sets ``dpop_bound_access_tokens_required``. ``False`` for a server that only
+            takes Bearer tokens; tell Frontdoor the same, so it issues Bearer tokens for it.
+        resource_name: A name to show people, optional.
+
+    Returns:
+        The JSON object to serve with ``Content-Type: application/json``.
+
+    Raises:
+        ValueError: If ``resource`` or ``issuer`` is not an absolute http(s) URL, or a
+            scope is not a scope-token.
+    """
+    _check_url(resource, "resource")
+    _check_url(issuer, "issuer")
+    metadata: dict[str, Any] = {
+        "resource": resource,
+        "authorization_servers": [issuer],
+        "bearer_methods_supported": ["header"],
+    }
+    if scopes:
+        metadata["scopes_supported"] = format_scope(scopes).split(" ")
+    if dpop_bound:
+        metadata["dpop_signing_alg_values_supported"] = [REQUIRED_DPOP_ALGORITHM]
+    metadata["dpop_bound_access_tokens_required"] = dpop_bound
+    if resource_name is not None:
+        metadata["resource_name"] = resource_name
+    return metadata
