@@ -178,6 +178,7 @@ from frontdoor_protocol.resource_request import (
     MissingToken,
     RequestHeaders,
     VerifiedCaller,
+    authorization_credential,
     header_values,
     verify_resource_request,
 )
@@ -187,6 +188,7 @@ __all__ += [
     "MissingToken",
     "RequestHeaders",
     "VerifiedCaller",
+    "authorization_credential",
     "header_values",
     "verify_resource_request",
 ]

@@ -46,6 +46,7 @@ __all__ = [
     "MissingToken",
     "RequestHeaders",
     "VerifiedCaller",
+    "authorization_credential",
     "header_values",
     "verify_resource_request",
 ]
@@ -124,7 +125,20 @@ def _has_token_in_url(url: str, query_params: Mapping[str, str] | Iterable[tuple
     return any(key == _TOKEN_PARAMETER for key, _ in pairs)
 
 
-def _credential(headers: RequestHeaders) -> tuple[ChallengeScheme, str]:
+def authorization_credential(headers: RequestHeaders) -> tuple[ChallengeScheme, str]:
+    """The scheme and token of the request's one ``Authorization`` header.
+
+    Args:
+        headers: The request headers.
+
+    Returns:
+        ``(scheme, token)``; the token is a syntactically valid token68 (RFC 7235 §2.1).
+
+    Raises:
+        MissingToken: No ``Authorization``, or a scheme other than ``DPoP``/``Bearer``.
+        ProtocolError: ``invalid_request`` for two headers, ``invalid_token`` for a
+            malformed token.
+    """
     authorizations = header_values(headers, "authorization")
     if not authorizations:
         raise MissingToken(ErrorCode.INVALID_TOKEN, "the request has no access token")
@@ -194,7 +208,7 @@ def verify_resource_request(
     if _has_token_in_url(url, query_params):
         # PAP-4.3-17, RFC 6750 §2.3: refused even beside a valid header, so it is never habit.
         raise ProtocolError(ErrorCode.INVALID_REQUEST, "access tokens are not accepted in the URL")
-    scheme, token = _credential(headers)
+    scheme, token = authorization_credential(headers)
     if resource_url is not None and not _at_resource(url, resource_url):
         # Only the MCP server's own URL takes its tokens, not other paths on its host (PAP-4.3-10).
         raise ProtocolError(ErrorCode.INVALID_TOKEN, "this URL is not the MCP server the token is for")

@@ -11,8 +11,8 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
-from frontdoor_identity import get_agent_policy, is_allowed
 import msgspec
+from frontdoor_identity import get_agent_policy, is_allowed
 from frontdoor_protocol.compact_jws import MalformedJWS, parse_compact_jws
 from frontdoor_protocol.errors import ProtocolError
 from frontdoor_protocol.jws_verification import UnknownKeyId

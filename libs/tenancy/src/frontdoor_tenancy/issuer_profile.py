@@ -31,6 +31,8 @@ class IssuerUrls(msgspec.Struct, frozen=True, kw_only=True):
     revocation_endpoint: str
     authorization_endpoint: str
     device_authorization_endpoint: str
+    introspection_endpoint: str
+    feedback_endpoint: str
 
 
 def issuer_urls(base_url: str, slug: str) -> IssuerUrls:
@@ -44,6 +46,8 @@ def issuer_urls(base_url: str, slug: str) -> IssuerUrls:
         revocation_endpoint=f"{issuer}/oauth/revoke",
         authorization_endpoint=f"{issuer}/oauth/authorize",
         device_authorization_endpoint=f"{issuer}/oauth/device",
+        introspection_endpoint=f"{issuer}/oauth/introspect",
+        feedback_endpoint=f"{issuer}/feedback",
     )
 
 
@@ -115,6 +119,7 @@ async def discovery_document(conn: asyncpg.Connection, tenant_id: str, base_url:
             auth=expected_auth(urls, s),
             apis=tuple(ApiListing(type=a.type, url=a.url, description=a.description) for a in s.apis),
             website=s.website,
+            feedback_endpoint=urls.feedback_endpoint,
             allow_http_loopback=dev,
         ))
     except InvalidDiscoveryInputs as exc:

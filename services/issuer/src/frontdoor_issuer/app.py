@@ -25,7 +25,7 @@ from litestar import Litestar, Request, Response
 from litestar.exceptions import HTTPException, NotFoundException
 
 from .context import IssuerContext, nonce_secret
-from .http import discovery, introspect, token
+from .http import discovery, feedback, introspect, token
 
 __all__ = ["create_app"]
 
@@ -67,7 +67,8 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
     configure_logging(level=settings.log_level, fmt=settings.log_format)
     configure_tracing("frontdoor-issuer", otlp_endpoint=settings.otel_exporter_otlp_endpoint)
     return Litestar(
-        route_handlers=[*health_routes("issuer"), *discovery.routes, token.token, introspect.introspection],
+        route_handlers=[*health_routes("issuer"), *discovery.routes, token.token, introspect.introspection,
+                        feedback.feedback],
         lifespan=[lifespan],
         exception_handlers={HTTPException: _protocol_error, Exception: _protocol_error},
         middleware=[RequestIdMiddleware, TracingMiddleware,

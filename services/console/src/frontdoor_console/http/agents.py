@@ -24,7 +24,13 @@ from frontdoor_identity import (
     set_agent_policy_mode,
     unblock_agent,
 )
-from frontdoor_sessions import CredentialView, create_credential, end_sessions_of_agent, list_credentials, revoke_credential
+from frontdoor_sessions import (
+    CredentialView,
+    create_credential,
+    end_sessions_of_agent,
+    list_credentials,
+    revoke_credential,
+)
 from frontdoor_tenancy import audit
 from frontdoor_tenancy.actor import Actor
 from litestar import delete, get, post, put
@@ -55,7 +61,7 @@ class BlockResult(msgspec.Struct, frozen=True, kw_only=True):
 def _client_id(raw: str, dev: bool) -> str:
     try:
         return check_client_id(raw, allow_http_loopback=dev)
-    except Exception:  # noqa: BLE001 - any refusal is a field error
+    except Exception:
         raise Invalid("invalid_client_id", "client_id must be the agent's https metadata URL.",
                       fields={"client_id": "not an https URL"}) from None
 
