@@ -23,6 +23,8 @@ __all__ = ["JwksCache", "JwksUnavailable"]
 
 _LOG: Final = logging.getLogger("frontdoor_sdk")
 _MAX_BYTES: Final = 256 * 1024
+_FIRST_FETCH_RETRY: Final = 1.0
+"""Seconds between attempts while no key was ever fetched."""
 _PRIVATE_MEMBERS: Final = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth", "k"})
 
 
@@ -59,7 +61,7 @@ class JwksCache:
         url: The JWKS URL, ``{issuer}/jwks.json``.
         http: The client to fetch with.
         clock: The time source.
-        min_refresh: Least seconds between two refetches for an unknown ``kid``.
+        min_refresh: Least seconds between two fetches, except the very first ones.
         max_age: Seconds after which the keys are fetched again on next use.
         timeout: Seconds a fetch may take.
     """
@@ -81,7 +83,8 @@ class JwksCache:
         self._max_age = max_age
         self._timeout = timeout
         self._keys: KeySet | None = None
-        self._fetched_at = float("-inf")
+        self._loaded_at = float("-inf")
+        self._attempted_at = float("-inf")
         self._generation = 0
         self._lock = asyncio.Lock()
 
@@ -91,19 +94,27 @@ class JwksCache:
         Raises:
             JwksUnavailable: When there are no keys and they cannot be fetched.
         """
+        now = epoch_seconds(self._clock)
         keys = self._keys
-        if keys is not None and epoch_seconds(self._clock) - self._fetched_at < self._max_age:
+        if keys is not None and now - self._loaded_at < self._max_age:
             return keys
+        retry_after = _FIRST_FETCH_RETRY if keys is None else self._min_refresh
         generation = self._generation
         async with self._lock:
-            if self._generation == generation:
-                try:
-                    await self._fetch()
-                except JwksUnavailable:
-                    if self._keys is None:
-                        raise
-                    # Stale keys still verify; the next use tries again.
-                    _LOG.warning("frontdoor_sdk: could not refresh the issuer's JWKS; using the cached keys")
+            if self._generation != generation and self._keys is not None:
+                return self._keys  # Another request fetched meanwhile.
+            if epoch_seconds(self._clock) - self._attempted_at < retry_after:
+                if self._keys is None:
+                    raise JwksUnavailable("the issuer's JWKS could not be fetched a moment ago")
+                return self._keys
+            try:
+                await self._fetch()
+            except JwksUnavailable:
+                if self._keys is None:
+                    raise
+                # Stale keys still verify (introspection still guards every Session); the
+                # fetch is tried again after min_refresh.
+                _LOG.warning("frontdoor_sdk: could not refresh the issuer's JWKS; using the cached keys")
             assert self._keys is not None
             return self._keys
 
@@ -120,23 +131,23 @@ class JwksCache:
         generation = self._generation
         async with self._lock:
             if self._generation != generation:
-                return self._keys  # Another request just refetched.
-            if epoch_seconds(self._clock) - self._fetched_at < self._min_refresh:
+                return self._keys  # Another request refetched meanwhile.
+            if epoch_seconds(self._clock) - self._attempted_at < self._min_refresh:
                 return None
             await self._fetch()
             return self._keys
 
     async def _fetch(self) -> None:
+        # Every attempt counts against the throttle: an outage is not retried per request.
+        self._attempted_at = epoch_seconds(self._clock)
         try:
             response = await self._http.get(
                 self._url, headers={"Accept": "application/json"}, timeout=self._timeout, follow_redirects=False
             )
         except httpx.HTTPError:
-            self._fetched_at = epoch_seconds(self._clock)
             raise JwksUnavailable("the issuer's JWKS could not be fetched") from None
-        # A failed fetch counts against the throttle too: an outage is not retried per request.
-        self._fetched_at = epoch_seconds(self._clock)
         if response.status_code != 200 or len(response.content) > _MAX_BYTES:
             raise JwksUnavailable(f"the issuer's JWKS answered HTTP {response.status_code}")
         self._keys = _parse(response.content)
+        self._loaded_at = epoch_seconds(self._clock)
         self._generation += 1

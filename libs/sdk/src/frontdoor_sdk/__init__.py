@@ -1,0 +1,48 @@
+"""Frontdoor's company sdk: protect your API and MCP server with PAP Session Tokens.
+
+Depends on ``frontdoor-protocol`` only among Frontdoor's packages, so a company installs
+it alone. The Litestar integration is in :mod:`frontdoor_sdk.litestar` (the ``litestar``
+extra). Callers import from here, not from the modules.
+"""
+
+from frontdoor_sdk.caller import Caller, check_scopes
+from frontdoor_sdk.clock import Clock
+from frontdoor_sdk.dpop_nonces import DPoPNonces, RotatingDPoPNonces
+from frontdoor_sdk.introspection import SessionState
+from frontdoor_sdk.mcp_tools import called_tool_scopes
+from frontdoor_sdk.middleware import STATE_KEY, FrontdoorMiddleware, Protect, Requirement, caller_of
+from frontdoor_sdk.protected_resource import (
+    PROTECTED_RESOURCE_WELL_KNOWN,
+    protected_resource_metadata,
+    protected_resource_metadata_url,
+)
+from frontdoor_sdk.refusal import Refusal, challenge, mcp_challenge, refusal
+from frontdoor_sdk.replay_cache import InMemoryReplayCache, ReplayCache
+from frontdoor_sdk.request_url import request_url
+from frontdoor_sdk.verifier import FrontdoorVerifier
+
+__all__ = [
+    "PROTECTED_RESOURCE_WELL_KNOWN",
+    "STATE_KEY",
+    "Caller",
+    "Clock",
+    "DPoPNonces",
+    "FrontdoorMiddleware",
+    "FrontdoorVerifier",
+    "InMemoryReplayCache",
+    "Protect",
+    "Refusal",
+    "ReplayCache",
+    "Requirement",
+    "RotatingDPoPNonces",
+    "SessionState",
+    "called_tool_scopes",
+    "caller_of",
+    "challenge",
+    "check_scopes",
+    "mcp_challenge",
+    "protected_resource_metadata",
+    "protected_resource_metadata_url",
+    "refusal",
+    "request_url",
+]
