@@ -192,6 +192,7 @@ async def build_context(suites: Sequence[str] = ("security", "protocol")) -> Asy
             # Sign-in arrives with issue #4: until then no sign-in type is offered.
             "direct": {"enabled": False, "scopes": []},
             "device": {"enabled": False, "scopes": []},
+            "conversation_endpoint": f"https://{COMPANY_DOMAIN}/poppy/conversations",
             "apis": [
                 {"type": "openapi", "url": f"https://{COMPANY_DOMAIN}/openapi.json", "description": "Orders and products"},
                 {"type": "mcp", "url": f"https://{COMPANY_DOMAIN}/mcp", "description": "Product search",
@@ -205,7 +206,7 @@ async def build_context(suites: Sequence[str] = ("security", "protocol")) -> Asy
 
         company = northwind_app(NorthwindConfig(
             issuer=signup["tenant"]["issuer"], credential=credential["secret"],
-            public_url=f"https://{COMPANY_DOMAIN}", poppy_json=document, http_client=network.client(),
+            public_url=f"https://{COMPANY_DOMAIN}", poppy=document, http_client=network.client(),
             clock=clock.now,
         ))
         await stack.enter_async_context(company.lifespan())

@@ -43,8 +43,8 @@ async def test_metadata_at_both_locations(issuer: AsyncTestClient[Any], tenant: 
     assert meta["token_endpoint_auth_methods_supported"] == ["private_key_jwt"]
     assert "ES256" in meta["dpop_signing_alg_values_supported"]
     assert "urn:ietf:params:oauth:grant-type:jwt-bearer" in meta["grant_types_supported"]
-    # Device Sign-In is on by default, Direct is off.
-    assert meta["device_authorization_endpoint"] == f"{tenant.issuer}/oauth/device"
+    # No sign-in type is on by default: no endpoint is advertised that does not answer.
+    assert "device_authorization_endpoint" not in meta
     assert "authorization_endpoint" not in meta
     assert "max-age" in a.headers["cache-control"]
 
@@ -143,7 +143,7 @@ async def test_poppy_json_is_generated_for_verified_domains_only(
     assert doc["protocol_version"] == "0.2"
     assert doc["organization"]["domain"] == domain
     assert doc["auth"]["issuer"] == tenant.issuer
-    assert doc["auth"]["device"]["scopes"] == ["poppy:read"]
+    assert "device" not in doc["auth"] and "direct" not in doc["auth"]
     assert check_discovery_document(doc, domain) == []
     other = await verified_domain(console, tenant, dns)
     doc2 = (await console.get(f"/api/v1/domains/{other}/poppy.json", headers=tenant.auth)).json()

@@ -119,6 +119,7 @@ async def discovery_document(conn: asyncpg.Connection, tenant_id: str, base_url:
             auth=expected_auth(urls, s),
             apis=tuple(ApiListing(type=a.type, url=a.url, description=a.description) for a in s.apis),
             website=s.website,
+            conversation_endpoint=s.conversation_endpoint,
             feedback_endpoint=urls.feedback_endpoint,
             allow_http_loopback=dev,
         ))

@@ -64,6 +64,7 @@ class IssuerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     custom_scopes: dict[str, str] = msgspec.field(default_factory=dict)
     apis: list[ApiEntry] = msgspec.field(default_factory=list)
     website: bool = True
+    conversation_endpoint: str | None = None
     session_lifetime_s: int = 3600
     dpop_nonce_required: bool = False
     sessions_per_agent_per_minute: int = 60
@@ -92,12 +93,12 @@ class StoredIssuerSettings(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def default_settings(organization_name: str, *, session_lifetime_s: int = 3600) -> IssuerSettings:
-    """A new tenant's settings: Device Sign-In with ``poppy:read``, nothing listed yet."""
-    return IssuerSettings(
-        organization_name=organization_name,
-        device=SignInType(enabled=True, scopes=["poppy:read"]),
-        session_lifetime_s=session_lifetime_s,
-    )
+    """A new tenant's settings: signed-out Sessions only, nothing listed yet.
+
+    No sign-in type is on until the tenant turns one on (and until Frontdoor serves its
+    endpoints), so the metadata never advertises an endpoint that does not answer.
+    """
+    return IssuerSettings(organization_name=organization_name, session_lifetime_s=session_lifetime_s)
 
 
 def _url_ok(url: str, *, dev: bool) -> bool:
@@ -147,7 +148,9 @@ def validate_settings(s: IssuerSettings, *, dev: bool = False) -> IssuerSettings
             errors[f"apis[{i}].description"] = "1 to 300 characters: agents show it to people"
     if len(s.apis) > 20:
         errors["apis"] = "at most 20 APIs"
-    if not s.apis and not s.website:
+    if s.conversation_endpoint is not None and not _url_ok(s.conversation_endpoint, dev=dev):
+        errors["conversation_endpoint"] = "must be an https:// URL without credentials or fragment"
+    if not s.apis and not s.website and s.conversation_endpoint is None:
         errors["website"] = "poppy.json must offer something: list an API or keep website on (PAP §3.1)"
     if not 1 <= s.sessions_per_agent_per_minute <= 100_000:
         errors["sessions_per_agent_per_minute"] = "must be between 1 and 100000"

@@ -1,0 +1,252 @@
+"""The company sdk's cost per protected request, beside the bare ES256 verifies in the same run.
+
+(a) baseline: the two ES256 signature checks a request needs (the Session Token's and the
+    DPoP proof's) with joserfc's ES256 algorithm, on pre-parsed input and pre-imported keys;
+(b) ``frontdoor_protocol.resource_request.verify_resource_request``: every stateless check
+    of PAP §4.3 (the sdk's crypto part), one fresh proof per request;
+(c) ``frontdoor_sdk.FrontdoorVerifier.verify``: (b) plus the replay cache and the Session's
+    state from the real issuer's introspection endpoint (granian, PostgreSQL, Redis) over a
+    loopback socket, with a real Session Token and resource-server credential.
+
+``--crypto-only`` needs no servers: the token is minted locally and (c) introspects
+against an in-process ``httpx.MockTransport`` (said so in the output).
+
+    python bench/sdk_verify.py [--iterations 3000] [--state-iterations 1000] [--crypto-only]
+"""
+
+# ruff: noqa: E402
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make ``bench`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import argparse
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+from bench._common import Agent, Stack, Summary, fmt_ms, install_signal_handlers, summarize
+
+API_URL = "https://api.bench.example/api/orders"
+TARGET_CRYPTO_P50_MS = 0.3
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--iterations", type=int, default=3000, help="timed calls for (a) and (b)")
+    p.add_argument("--state-iterations", type=int, default=1000, help="timed calls for (c)")
+    p.add_argument("--warmup", type=int, default=100, help="untimed calls before each measurement")
+    p.add_argument("--crypto-only", action="store_true",
+                   help="no servers: local token, (c) against an in-process MockTransport")
+    p.add_argument("--quick", action="store_true", help="small counts, for a quick look")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.iterations, args.state_iterations, args.warmup = 500, 200, 30
+    if args.iterations < 1 or args.state_iterations < 1 or args.warmup < 0:
+        p.error("counts must be positive")
+    return args
+
+
+@dataclass
+class Setup:
+    issuer: str
+    token: str
+    keys: Any  # joserfc KeySet: the issuer's public keys
+    agent: Agent
+    credential: str
+    http: Any  # httpx.AsyncClient for the sdk: real, or in-process MockTransport
+    state_via: str
+
+
+def time_each(fn: Callable[[int], Any], n: int, warmup: int) -> list[float]:
+    """Seconds per call of ``fn(i)`` for i in range(n), after ``warmup`` untimed calls."""
+    for i in range(warmup):
+        fn(i % max(n, 1))
+    out = []
+    clock = time.perf_counter
+    for i in range(n):
+        t0 = clock()
+        fn(i)
+        out.append(clock() - t0)
+    return out
+
+
+async def time_each_async(fn: Callable[[int], Any], n: int, warmup: int, offset: int) -> list[float]:
+    for i in range(warmup):
+        await fn(i)
+    out = []
+    clock = time.perf_counter
+    for i in range(offset, offset + n):
+        t0 = clock()
+        await fn(i)
+        out.append(clock() - t0)
+    return out
+
+
+def bare_verifies(setup: Setup, proof: str) -> Callable[[int], Any]:
+    """(a): two ES256 verifies on pre-parsed input with pre-imported keys."""
+    from frontdoor_protocol.compact_jws import parse_compact_jws
+    from joserfc.jwk import JWKRegistry
+    from joserfc.jws import JWSRegistry
+
+    es256 = JWSRegistry.algorithms["ES256"]
+    token, dpop = parse_compact_jws(setup.token), parse_compact_jws(proof)
+    token_key = next(k for k in setup.keys.keys if k.kid == token.header["kid"])
+    proof_key = JWKRegistry.import_key(dpop.header["jwk"])
+    t_in, t_sig, p_in, p_sig = token.signing_input, token.signature, dpop.signing_input, dpop.signature
+
+    def run(_: int) -> None:
+        if not (es256.verify(t_in, t_sig, token_key) and es256.verify(p_in, p_sig, proof_key)):
+            raise RuntimeError("bare verify failed")
+
+    return run
+
+
+def resource_checks(setup: Setup, headers: list[list[tuple[str, str]]]) -> Callable[[int], Any]:
+    """(b): the stateless checks of one request, a fresh proof each time."""
+    from frontdoor_protocol.resource_request import verify_resource_request
+
+    def run(i: int) -> None:
+        verify_resource_request(method="GET", url=API_URL, headers=headers[i % len(headers)], keys=setup.keys,
+                                issuer=setup.issuer, now=int(time.time()))
+
+    return run
+
+
+def mock_issuer(issuer: str, keys_doc: dict[str, Any]) -> Any:
+    """An in-process Frontdoor for (c) without servers: JWKS and an always-active introspection."""
+    import httpx
+    from frontdoor_protocol.compact_jws import parse_compact_jws
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET" and str(request.url) == f"{issuer}/jwks.json":
+            return httpx.Response(200, json=keys_doc)
+        if request.method == "POST" and str(request.url) == f"{issuer}/oauth/introspect":
+            token = parse_qs(request.content.decode())["token"][0]
+            claims = json.loads(parse_compact_jws(token).payload)
+            return httpx.Response(200, json={"active": True, "signed_in": False, "token_type": "DPoP",
+                                             "token_use": "session", **{k: claims[k] for k in (
+                                                 "iss", "client_id", "sub", "sid", "aud", "exp", "iat", "cnf")}})
+        return httpx.Response(404)
+
+    return httpx.AsyncClient(transport=httpx.MockTransport(handle))
+
+
+def local_setup() -> Setup:
+    """A token minted here with a fresh issuer key (no servers)."""
+    import secrets
+
+    from frontdoor_protocol.jwk_thumbprint import jwk_thumbprint
+    from frontdoor_protocol.session_token import Confirmation, SessionTokenClaims, mint_session_token
+    from joserfc.jwk import ECKey, KeySet
+
+    issuer = "https://auth.bench.example/bench"
+    key = ECKey.generate_key("P-256", parameters={"kid": "bench-1"})
+    agent = Agent("https://agent.bench.example")
+    now = int(time.time())
+    claims = SessionTokenClaims(iss=issuer, sub="user-1", aud=issuer, client_id=agent.client_id,
+                                sid="ses_" + secrets.token_urlsafe(12), jti=secrets.token_urlsafe(16), iat=now,
+                                exp=now + 3600,
+                                cnf=Confirmation(jkt=jwk_thumbprint(agent.dpop_key.as_dict(private=False))))
+    public = {"keys": [{**key.as_dict(private=False), "kid": "bench-1", "use": "sig", "alg": "ES256"}]}
+    return Setup(issuer=issuer, token=mint_session_token(claims, key, "bench-1"),
+                 keys=KeySet.import_key_set(public),  # type: ignore[arg-type]
+                 agent=agent, credential="fdrs_Bench123_" + "x" * 43, http=mock_issuer(issuer, public),
+                 state_via="in-process httpx.MockTransport (no servers)")
+
+
+async def real_setup(stack: Stack) -> Setup:
+    """A real Session Token from the real token endpoint, a real credential, the real JWKS."""
+    import httpx
+    from joserfc.jwk import KeySet
+
+    tenant = await stack.create_tenant()
+    agent = stack.new_agent()
+    credential = await stack.resource_credential()
+    stack.start_issuer()
+    async with httpx.AsyncClient(timeout=30) as client:
+        body, headers = agent.token_request(tenant.issuer, "user-1")
+        r = await client.post(tenant.token_endpoint, content=body, headers=headers)
+        if r.status_code != 200:
+            raise RuntimeError(f"no Session Token: {r.status_code} {r.text[:300]}\n{stack.issuer_log_tail()}")
+        token = r.json()["access_token"]
+        keys = KeySet.import_key_set((await client.get(f"{tenant.issuer}/jwks.json")).json())
+    return Setup(issuer=tenant.issuer, token=token, keys=keys, agent=agent, credential=credential,
+                 http=httpx.AsyncClient(timeout=10), state_via="the real issuer over a loopback socket (granian)")
+
+
+async def measure(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
+    from frontdoor_sdk import Caller, FrontdoorVerifier
+
+    n_state = args.state_iterations
+    n_proofs = max(args.iterations, n_state + args.warmup)
+    proofs = [setup.agent.dpop("GET", API_URL, token=setup.token) for _ in range(n_proofs)]
+    headers = [[("authorization", f"DPoP {setup.token}"), ("dpop", p)] for p in proofs]
+
+    a = summarize(time_each(bare_verifies(setup, proofs[0]), args.iterations, args.warmup))
+    b = summarize(time_each(resource_checks(setup, headers), args.iterations, args.warmup))
+
+    errors: list[str] = []
+    verifier = FrontdoorVerifier(setup.issuer, setup.credential, http=setup.http)
+    try:
+        async def one(i: int) -> None:
+            outcome = await verifier.verify("GET", API_URL, headers[i])
+            if not isinstance(outcome, Caller) and len(errors) < 3:
+                errors.append(repr(outcome)[:300])
+
+        c = summarize(await time_each_async(one, n_state, args.warmup, offset=args.warmup))
+    finally:
+        await verifier.aclose()
+        await setup.http.aclose()
+    return {"a": a, "b": b, "c": c, "errors": len(errors), "error_samples": errors, "state_via": setup.state_via,
+            "ratio_b_a": b.p50_ms / a.p50_ms, "c_minus_b_p50_ms": c.p50_ms - b.p50_ms,
+            "c_minus_b_p99_ms": c.p99_ms - b.p99_ms}
+
+
+def report(r: dict[str, Any]) -> None:
+    a: Summary = r["a"]
+    b: Summary = r["b"]
+    c: Summary = r["c"]
+    print("sdk_verify  (per request, one at a time, in this process)")
+    print(f"  (a) bare ES256 verifies (token + proof) : {a.line()}")
+    print(f"  (b) verify_resource_request (crypto)    : {b.line()}")
+    print(f"  (c) FrontdoorVerifier.verify + state    : {c.line()}")
+    print(f"      state from {r['state_via']}; refusals {r['errors']}")
+    for sample in r["error_samples"]:
+        print(f"      e.g. {sample}")
+    verdict = "meets" if b.p50_ms <= TARGET_CRYPTO_P50_MS else "ABOVE"
+    print(f"  ratio (b)/(a) p50 = {r['ratio_b_a']:.2f};  crypto p50 {fmt_ms(b.p50_ms)} ({verdict} the target "
+          f"<= {TARGET_CRYPTO_P50_MS} ms)")
+    print(f"  state check (c)-(b): p50 +{fmt_ms(r['c_minus_b_p50_ms'])}, p99 +{fmt_ms(r['c_minus_b_p99_ms'])} "
+          "(one introspection round trip per request)")
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    install_signal_handlers()
+    if args.crypto_only:
+        result = asyncio.run(measure(local_setup(), args))
+    else:
+        with Stack() as stack:
+            async def go() -> dict[str, Any]:
+                return await measure(await real_setup(stack), args)
+
+            result = asyncio.run(go())
+    report(result)
+    return result
+
+
+if __name__ == "__main__":
+    try:
+        outcome = main()
+    except KeyboardInterrupt:
+        print("interrupted; servers stopped", file=sys.stderr)
+        raise SystemExit(130) from None
+    raise SystemExit(1 if outcome["errors"] else 0)

@@ -1,0 +1,392 @@
+"""Session starts per second at the token endpoint, beside the floor measured in the same run.
+
+Endpoint: the issuer under granian (one worker) on real PostgreSQL and Redis, called over
+loopback sockets by N keep-alive ``httpx.AsyncClient`` connections. Every request is
+signed before the timed window (client assertion, Session assertion and DPoP proof, each
+with its own ``jti``), so the load generator only sends and reads while it is timed. The
+agent's metadata is fetched once during the warm-up and then served from the issuer's
+cache.
+
+Floor: in this process, a loop doing only what the endpoint cannot avoid: verify the
+client assertion, the DPoP proof and the Session assertion
+(``frontdoor_protocol.verify_*``), three replay-cache ``SET NX`` writes, one ``INSERT``
+into ``pap_sessions`` and the token's signature (``mint_session_token`` with the tenant's
+key), on a bare asyncpg pool and Redis client. It runs sequentially and with the same
+concurrency as the endpoint; the ratio uses the faster of the two.
+
+    python bench/session_grant.py [--requests 3000] [--concurrency 8] [--profile]
+"""
+
+# ruff: noqa: E402
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make ``bench`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import argparse
+import asyncio
+import cProfile
+import io
+import os
+import pstats
+import secrets
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from bench._common import (
+    KEYCLOAK_GRANTS_PER_VCPU,
+    Agent,
+    CpuMeter,
+    Stack,
+    Summary,
+    Tenant,
+    find_py_spy,
+    install_signal_handlers,
+    py_spy_record,
+    rate,
+    summarize,
+    summarize_collapsed,
+)
+
+TARGET_RATIO = 0.5
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--requests", type=int, default=3000, help="timed Session starts at the endpoint")
+    p.add_argument("--batch", type=int, default=1500,
+                   help="requests signed per batch (DPoP proofs are accepted for 60 s, so large runs sign in batches"
+                        " outside the timed window)")
+    p.add_argument("--warmup", type=int, default=200, help="untimed requests first (metadata fetch, caches, pools)")
+    p.add_argument("--concurrency", type=int, default=8, help="keep-alive connections to the endpoint")
+    p.add_argument("--workers", type=int, default=1, help="granian workers (1, as `make run`)")
+    p.add_argument("--floor-ops", type=int, default=2000, help="iterations of each floor loop")
+    p.add_argument("--profile", action="store_true",
+                   help="cProfile the floor and, if py-spy is installed ($PY_SPY or PATH), sample the issuer")
+    p.add_argument("--quick", action="store_true", help="small counts, for a quick look")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.requests, args.warmup, args.floor_ops = min(args.requests, 600), min(args.warmup, 50), 400
+    if args.requests < 1 or args.concurrency < 1 or args.batch < 1 or args.floor_ops < 1:
+        p.error("counts must be positive")
+    return args
+
+
+# --------------------------------------------------------------------------- endpoint
+
+@dataclass
+class Fired:
+    seconds: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+    statuses: Counter[int] = field(default_factory=Counter)
+    first_error: str = ""
+
+    @property
+    def errors(self) -> int:
+        return sum(n for status, n in self.statuses.items() if status != 200)
+
+
+async def _fire(clients: list[Any], url: str, requests: list[tuple[bytes, dict[str, str]]], out: Fired) -> None:
+    queue = iter(requests)
+
+    async def worker(client: Any) -> None:
+        for body, headers in queue:  # one shared iterator: each request is sent once
+            t0 = time.perf_counter()
+            try:
+                r = await client.post(url, content=body, headers=headers)
+                status, text = r.status_code, r.text
+            except Exception as exc:
+                status, text = 599, repr(exc)
+            out.latencies.append(time.perf_counter() - t0)
+            out.statuses[status] += 1
+            if status != 200 and not out.first_error:
+                out.first_error = f"{status} {text[:300]}"
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker(c) for c in clients))
+    out.seconds += time.perf_counter() - t0
+
+
+def _sign(agent: Agent, issuer: str, n: int) -> list[tuple[bytes, dict[str, str]]]:
+    return [agent.token_request(issuer, f"user-{secrets.token_hex(6)}") for _ in range(n)]
+
+
+async def run_endpoint(stack: Stack, agent: Agent, args: argparse.Namespace,
+                       spy_out: Path | None) -> tuple[Fired, dict[str, float], list[str]]:
+    import httpx
+
+    tenant = stack.tenant
+    assert tenant is not None
+    url = tenant.token_endpoint
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    clients = [httpx.AsyncClient(limits=limits, timeout=30.0) for _ in range(args.concurrency)]
+    try:
+        warm = Fired()
+        await _fire(clients[:1], url, _sign(agent, tenant.issuer, 1), warm)  # fetches the agent's metadata
+        await _fire(clients, url, _sign(agent, tenant.issuer, args.warmup), warm)
+        if warm.errors:
+            raise RuntimeError(f"warm-up failed: {warm.first_error}\n{stack.issuer_log_tail()}")
+        timed = Fired()
+        meter = CpuMeter(stack.pids)
+        spy_lines: list[str] = []
+        remaining = args.requests
+        batches = []
+        while remaining:
+            batches.append(min(args.batch, remaining))
+            remaining -= batches[-1]
+        for i, size in enumerate(batches):
+            prepared = _sign(agent, tenant.issuer, size)  # outside the timed window
+            spy = None
+            if spy_out is not None and i == 0 and stack.issuer_proc is not None:
+                spy = py_spy_record(stack.issuer_proc.pid, spy_out, seconds=600)
+                spy.__enter__()
+            meter_was = dict(meter.used)
+            meter.start()
+            await _fire(clients, url, prepared, timed)
+            used = meter.stop()
+            meter.used = {k: used.get(k, 0.0) + meter_was.get(k, 0.0) for k in used}
+            if spy is not None:
+                spy.__exit__(None, None, None)
+                spy_lines = summarize_collapsed(spy_out)
+        return timed, meter.used, spy_lines
+    finally:
+        for c in clients:
+            await c.aclose()
+
+
+# --------------------------------------------------------------------------- floor
+
+@dataclass
+class FloorItem:
+    client_assertion: str
+    assertion: str
+    proof: str
+
+
+class Floor:
+    """The endpoint's unavoidable work, without HTTP, framework, caches or extra queries."""
+
+    def __init__(self, stack: Stack, agent: Agent) -> None:
+        from joserfc.jwk import KeySet
+
+        assert stack.tenant is not None
+        self.stack = stack
+        self.tenant: Tenant = stack.tenant
+        self.agent = agent
+        self.keys = KeySet.import_key_set(agent.jwks())  # type: ignore[arg-type]
+        self.pool: Any = None
+        self.redis: Any = None
+        self.signer: Any = None
+
+    async def open(self, size: int) -> None:
+        import asyncpg
+        import redis.asyncio as aioredis
+        from frontdoor_tenancy.credentials.key_encryption import Kek
+        from frontdoor_tenancy.signing_keys import load_signer
+
+        self.pool = await asyncpg.create_pool(self.stack.database_url, min_size=size, max_size=size)
+        self.redis = aioredis.from_url(self.stack.redis_url)
+        async with self.pool.acquire() as conn:
+            self.signer = await load_signer(conn, self.tenant.id, Kek.from_env_value(self.stack.kek_value),
+                                            datetime.now(UTC))
+
+    async def close(self) -> None:
+        if self.redis is not None:
+            await self.redis.aclose()
+        if self.pool is not None:
+            await self.pool.close()
+
+    def items(self, n: int) -> list[FloorItem]:
+        issuer = self.tenant.issuer
+        return [FloorItem(self.agent.client_assertion(issuer), self.agent.session_assertion(issuer, f"u-{i}"),
+                          self.agent.dpop("POST", self.tenant.token_endpoint)) for i in range(n)]
+
+    def crypto(self, item: FloorItem, now: int) -> tuple[Any, Any, Any, str]:
+        """The three signature checks and the token's signature (no I/O)."""
+        from frontdoor_protocol.client_assertion import verify_client_assertion
+        from frontdoor_protocol.dpop_proof import verify_dpop_proof
+        from frontdoor_protocol.session_assertion import verify_session_assertion
+        from frontdoor_protocol.session_token import Confirmation, SessionTokenClaims, mint_session_token
+
+        client_id, issuer = self.agent.client_id, self.tenant.issuer
+        ca = verify_client_assertion(item.client_assertion, client_id=client_id, issuer=issuer, keys=self.keys,
+                                     now=now)
+        proof = verify_dpop_proof(item.proof, method="POST", url=self.tenant.token_endpoint, now=now,
+                                  access_token=None)
+        sa = verify_session_assertion(item.assertion, client_id=client_id, issuer=issuer, keys=self.keys, now=now)
+        claims = SessionTokenClaims(iss=issuer, sub=sa.user_id, aud=issuer, client_id=client_id,
+                                    sid="ses_" + secrets.token_urlsafe(12), jti=secrets.token_urlsafe(16), iat=now,
+                                    exp=now + 3600, cnf=Confirmation(jkt=proof.jkt))
+        return ca, proof, sa, mint_session_token(claims, self.signer.key, self.signer.kid)
+
+    async def one(self, item: FloorItem, replay: Any) -> None:
+        from frontdoor_protocol.client_assertion import verify_client_assertion
+        from frontdoor_protocol.dpop_proof import verify_dpop_proof
+        from frontdoor_protocol.session_assertion import verify_session_assertion
+        from frontdoor_protocol.session_token import Confirmation, SessionTokenClaims, mint_session_token
+        from frontdoor_sessions.session_store import create_session
+
+        now_dt = datetime.now(UTC)
+        now = int(now_dt.timestamp())
+        client_id, issuer, tenant_id = self.agent.client_id, self.tenant.issuer, self.tenant.id
+        ca = verify_client_assertion(item.client_assertion, client_id=client_id, issuer=issuer, keys=self.keys,
+                                     now=now)
+        proof = verify_dpop_proof(item.proof, method="POST", url=self.tenant.token_endpoint, now=now,
+                                  access_token=None)
+        sa = verify_session_assertion(item.assertion, client_id=client_id, issuer=issuer, keys=self.keys, now=now)
+        scope = f"{tenant_id}\x00{client_id}"
+        ok = (await replay.claim("client-assertion", scope, ca.jti, ttl_s=ca.exp - now + 60)
+              and await replay.claim("session-assertion", scope, sa.jti, ttl_s=sa.exp - now + 60)
+              and await replay.claim("dpop", f"{tenant_id}\x00{proof.jkt}", proof.jti, ttl_s=120))
+        if not ok:
+            raise RuntimeError("a floor jti was not fresh")
+        async with self.pool.acquire() as conn:
+            session = await create_session(conn, tenant_id, client_id, sa.user_id, now=now_dt)
+        claims = SessionTokenClaims(iss=issuer, sub=sa.user_id, aud=issuer, client_id=client_id, sid=session.id,
+                                    jti=secrets.token_urlsafe(16), iat=now, exp=now + 3600,
+                                    cnf=Confirmation(jkt=proof.jkt))
+        mint_session_token(claims, self.signer.key, self.signer.kid)
+
+    async def run(self, items: list[FloorItem], concurrency: int) -> float:
+        """Seconds to process ``items`` with ``concurrency`` loops."""
+        from frontdoor_sessions.replay_cache import ReplayCache
+
+        replay = ReplayCache(self.redis)
+        queue = iter(items)
+
+        async def loop() -> None:
+            for item in queue:
+                await self.one(item, replay)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(loop() for _ in range(concurrency)))
+        return time.perf_counter() - t0
+
+
+def crypto_floor(floor: Floor, items: list[FloorItem]) -> float:
+    """Seconds for the signature work alone on ``items`` (3 verifies + 1 signature each)."""
+    t0 = time.perf_counter()
+    for item in items:
+        floor.crypto(item, int(time.time()))
+    return time.perf_counter() - t0
+
+
+async def run_floor(stack: Stack, agent: Agent, args: argparse.Namespace) -> dict[str, Any]:
+    floor = Floor(stack, agent)
+    await floor.open(max(args.concurrency, 1))
+    try:
+        warm = floor.items(50)
+        await floor.run(warm, 1)
+        seq_items = floor.items(args.floor_ops)
+        seq_s = await floor.run(seq_items, 1)
+        conc_items = floor.items(args.floor_ops)
+        meter = CpuMeter(stack.pids)
+        meter.start()
+        conc_s = await floor.run(conc_items, args.concurrency)
+        other_cpus = meter.stop()["other processes"] / conc_s
+        crypto_s = crypto_floor(floor, floor.items(min(args.floor_ops, 1000)))
+        crypto_n = min(args.floor_ops, 1000)
+        profile_lines: list[str] = []
+        if args.profile:
+            prof = cProfile.Profile()
+            items = floor.items(min(args.floor_ops, 1000))
+            prof.enable()
+            await floor.run(items, 1)
+            prof.disable()
+            buf = io.StringIO()
+            pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(18)
+            profile_lines = [ln for ln in buf.getvalue().splitlines() if ln.strip()][3:]
+        return {
+            "sequential": rate(args.floor_ops, seq_s),
+            "concurrent": rate(args.floor_ops, conc_s),
+            "crypto_only": rate(crypto_n, crypto_s),
+            "other_cpus": other_cpus,
+            "profile": profile_lines,
+        }
+    finally:
+        await floor.close()
+
+
+# --------------------------------------------------------------------------- main
+
+def report(result: dict[str, Any]) -> None:
+    lat: Summary = result["latency"]
+    print(f"session_grant  ({result['requests']} Session starts, {result['concurrency']} keep-alive connections, "
+          f"granian {result['workers']} worker(s), {os.cpu_count()} CPUs, load generator on the same machine)")
+    print(f"  endpoint : {result['endpoint_rps']:8.1f} req/s   {lat.line()}   errors {result['errors']}")
+    if result["first_error"]:
+        print(f"             first error: {result['first_error']}")
+    cpu = dict(result["cpu_ms_per_request"])
+    other = cpu.pop("other processes", 0.0)
+    print("  CPU per request: " + ", ".join(f"{name} {ms:.2f} ms" for name, ms in cpu.items()))
+    busy_other = other * result["requests"] / 1000 / max(result["window_s"], 1e-9)
+    if busy_other > 0.1:
+        print(f"  NOTE: other processes kept {busy_other:.2f} CPUs busy during the timed window: figures are noisy")
+    f = result["floor"]
+    print(f"  floor    : {f['sequential']:8.1f} ops/s sequential, {f['concurrent']:.1f} ops/s with "
+          f"{result['concurrency']} loops  (signature work alone: {f['crypto_only']:.1f} ops/s)")
+    if f["other_cpus"] > 0.1:
+        print(f"  NOTE: other processes kept {f['other_cpus']:.2f} CPUs busy during the floor's window")
+    verdict = "meets" if result["ratio"] >= TARGET_RATIO else "BELOW"
+    print(f"  ratio    : endpoint / floor = {result['ratio']:.2f}  ({verdict} the target >= {TARGET_RATIO})")
+    cpus = os.cpu_count() or 1
+    print(f"  anchor   : Keycloak budgets {KEYCLOAK_GRANTS_PER_VCPU} client-credential grants/s per vCPU "
+          f"= {KEYCLOAK_GRANTS_PER_VCPU * cpus}/s on {cpus}; endpoint = "
+          f"{result['endpoint_rps'] / (KEYCLOAK_GRANTS_PER_VCPU * cpus):.2f}x that")
+    for title, key in (("cProfile of the floor (sequential), by own time:", "floor_profile"),
+                       ("py-spy of the issuer during the first timed batch:", "endpoint_profile")):
+        if result.get(key):
+            print(f"  {title}")
+            for line in result[key]:
+                print(f"    {line}")
+
+
+async def _measure(stack: Stack, args: argparse.Namespace) -> dict[str, Any]:
+    await stack.create_tenant()
+    agent = stack.new_agent()
+    stack.start_issuer(workers=args.workers)
+    spy_out = stack.root / "issuer.pyspy.txt" if args.profile and find_py_spy() else None
+    fired, cpu, spy_lines = await run_endpoint(stack, agent, args, spy_out)
+    floor = await run_floor(stack, agent, args)
+    endpoint_rps = rate(len(fired.latencies), fired.seconds)
+    best_floor = max(floor["sequential"], floor["concurrent"])
+    return {
+        "requests": len(fired.latencies),
+        "concurrency": args.concurrency,
+        "workers": args.workers,
+        "window_s": fired.seconds,
+        "endpoint_rps": endpoint_rps,
+        "latency": summarize(fired.latencies),
+        "errors": fired.errors,
+        "first_error": fired.first_error,
+        "cpu_ms_per_request": {k: 1000 * v / max(len(fired.latencies), 1) for k, v in cpu.items()},
+        "floor": floor,
+        "floor_ops": best_floor,
+        "ratio": endpoint_rps / best_floor if best_floor else 0.0,
+        "floor_profile": floor.pop("profile"),
+        "endpoint_profile": spy_lines if args.profile else [],
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    install_signal_handlers()
+    with Stack() as stack:
+        result = asyncio.run(_measure(stack, args))
+    report(result)
+    return result
+
+
+if __name__ == "__main__":
+    try:
+        outcome = main()
+    except KeyboardInterrupt:
+        print("interrupted; servers stopped", file=sys.stderr)
+        raise SystemExit(130) from None
+    raise SystemExit(1 if outcome["errors"] else 0)

@@ -1,0 +1,9 @@
+"""Northwind: an example company protecting its API and MCP server with Frontdoor's sdk.
+
+Start with :mod:`northwind.app`; :mod:`northwind.asgi` is the entry point for a server.
+"""
+
+from northwind.app import create_app
+from northwind.config import NorthwindConfig
+
+__all__ = ["NorthwindConfig", "create_app"]

@@ -1,0 +1,133 @@
+"""Northwind's web app: ``poppy.json``, an OpenAPI API and an MCP server, protected by Frontdoor.
+
+Read top to bottom: the public routes, the protected API routes, the MCP endpoint, then
+:func:`create_app`, which wires the sdk's verifier and middleware around all of it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, cast
+from urllib.parse import urlsplit
+
+from frontdoor_sdk import (
+    FrontdoorMiddleware,
+    FrontdoorVerifier,
+    protected_resource_metadata,
+    protected_resource_metadata_url,
+)
+from litestar import Litestar, MediaType, Request, Response, get
+from litestar.handlers import ASGIRouteHandler, HTTPRouteHandler, asgi
+from litestar.middleware import DefineMiddleware
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import JsonRenderPlugin
+from litestar.openapi.spec import Components, SecurityScheme, Server
+from litestar.params import FromQuery
+from litestar.types import Receive, Scope, Send
+from mcp.server.mcpserver import MCPServer
+
+from northwind import catalog
+from northwind.catalog import Order, Product
+from northwind.config import NorthwindConfig
+from northwind.mcp_server import build_mcp_server
+from northwind.protection import ORDERS_READ, protected_paths, signed_in_account
+
+
+@get("/healthz", include_in_schema=False)
+async def healthz() -> dict[str, str]:
+    """Liveness: answers without calling Frontdoor."""
+    return {"status": "ok"}
+
+
+@get("/api/products", summary="Search products", tags=["products"])
+async def list_products(q: FromQuery[str] = "") -> list[Product]:
+    """Northwind's products whose name contains ``q``. Any Session, signed out is fine."""
+    return catalog.search_products(q)
+
+
+@get("/api/orders", summary="Your orders", tags=["orders"], description=f"Needs the `{ORDERS_READ}` scope.")
+async def list_orders(request: Request[Any, Any, Any]) -> list[Order]:
+    """The signed-in user's orders, newest first."""
+    return catalog.orders_of(signed_in_account(request.scope))
+
+
+def _poppy_json(document: Mapping[str, Any]) -> HTTPRouteHandler:
+    content = json.dumps(document).encode()
+
+    @get("/.well-known/poppy.json", include_in_schema=False)
+    async def poppy_json() -> Response[bytes]:
+        """The document Frontdoor generated for this domain, published as is (PAP §3)."""
+        return Response(content, media_type=MediaType.JSON)
+
+    return poppy_json
+
+
+def _mcp_metadata(config: NorthwindConfig) -> HTTPRouteHandler:
+    metadata = protected_resource_metadata(
+        config.mcp_url, config.issuer, scopes=(ORDERS_READ,), resource_name="Northwind MCP server"
+    )
+
+    @get(urlsplit(protected_resource_metadata_url(config.mcp_url)).path, include_in_schema=False)
+    async def mcp_resource_metadata() -> dict[str, Any]:
+        """RFC 9728 metadata: MCP clients learn here that Frontdoor issues the tokens."""
+        return metadata
+
+    return mcp_resource_metadata
+
+
+def _mcp_endpoint(server: MCPServer) -> ASGIRouteHandler:
+    @asgi("/mcp", copy_scope=True)
+    async def mcp(scope: Scope, receive: Receive, send: Send) -> None:
+        await server.session_manager.handle_request(scope, receive, send)  # type: ignore[arg-type]  # Starlette types
+
+    return mcp
+
+
+def _openapi(config: NorthwindConfig) -> OpenAPIConfig:
+    return OpenAPIConfig(
+        title="Northwind",
+        version="1.0.0",
+        description="Products and orders. Every call takes a PAP Session Token with a DPoP proof.",
+        servers=[Server(url=config.origin)],
+        components=Components(
+            security_schemes={"DPoP": SecurityScheme(type="http", scheme="DPoP", description="PAP Session Token")}
+        ),
+        security=[{"DPoP": []}],
+        path="/",
+        render_plugins=[JsonRenderPlugin()],  # serves /openapi.json
+    )
+
+
+def create_app(config: NorthwindConfig) -> Litestar:
+    """Build Northwind for one configuration (tests build as many as they like)."""
+    verifier = FrontdoorVerifier(config.issuer, config.credential, http=config.http_client, clock=config.clock)
+    mcp_server = build_mcp_server()
+
+    @asynccontextmanager
+    async def lifespan(_: Litestar) -> AsyncIterator[None]:
+        async with verifier, mcp_server.session_manager.run():
+            yield
+
+    # The sdk types ASGI scopes as mappings, Litestar as TypedDicts: the same objects at run time.
+    frontdoor = DefineMiddleware(
+        cast("Any", FrontdoorMiddleware),
+        verifier=verifier,
+        protect=protected_paths(config.mcp_url),
+        public_url=config.origin,  # DPoP proofs name this origin, whatever Host says
+    )
+    return Litestar(
+        route_handlers=[
+            healthz,
+            _poppy_json(config.poppy),
+            list_products,
+            list_orders,
+            _mcp_endpoint(mcp_server),
+            _mcp_metadata(config),
+        ],
+        middleware=[frontdoor],
+        lifespan=[lifespan],
+        openapi_config=_openapi(config),
+    )
+

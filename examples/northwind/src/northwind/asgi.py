@@ -1,0 +1,16 @@
+"""The ASGI entry point: ``granian --interface asgi northwind.asgi:app``.
+
+Configured from the environment:
+
+- ``NORTHWIND_ISSUER``: your Frontdoor issuer (``auth.issuer``).
+- ``NORTHWIND_CREDENTIAL``: your resource-server credential (``fdrs_...``); a secret.
+- ``NORTHWIND_PUBLIC_URL``: the origin agents call, e.g. ``https://northwind.example``.
+- ``NORTHWIND_POPPY_JSON``: path to the ``poppy.json`` Frontdoor generated for the domain.
+"""
+
+import os
+
+from northwind.app import create_app
+from northwind.config import NorthwindConfig
+
+app = create_app(NorthwindConfig.from_env(os.environ))

@@ -1,0 +1,69 @@
+"""Northwind's data: a product catalogue and the orders of two demo accounts.
+
+A real company reads its database here. The account IDs are the ones Northwind gives
+Frontdoor when a user signs in; Frontdoor hands them back as ``Caller.account``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Product:
+    """One product for sale."""
+
+    sku: str
+    name: str
+    price: str
+    currency: str
+
+
+@dataclass(frozen=True)
+class OrderLine:
+    """A quantity of one product in an order."""
+
+    sku: str
+    quantity: int
+
+
+@dataclass(frozen=True)
+class Order:
+    """An order placed by an account."""
+
+    order_id: str
+    placed_on: str
+    status: str
+    lines: tuple[OrderLine, ...]
+    total: str
+    currency: str
+
+
+PRODUCTS: tuple[Product, ...] = (
+    Product("NW-CHAI", "Chai", "18.00", "EUR"),
+    Product("NW-CHANG", "Chang", "19.00", "EUR"),
+    Product("NW-SYRUP", "Aniseed Syrup", "10.00", "EUR"),
+    Product("NW-CAJUN", "Chef Anton's Cajun Seasoning", "22.00", "EUR"),
+    Product("NW-GNOCCHI", "Gnocchi di nonna Alice", "38.00", "EUR"),
+)
+
+_ORDERS: dict[str, tuple[Order, ...]] = {
+    "acct_ada": (
+        Order("ord_10248", "2026-10-02", "delivered", (OrderLine("NW-CHAI", 2), OrderLine("NW-SYRUP", 1)), "46.00", "EUR"),
+        Order("ord_10391", "2026-11-20", "shipped", (OrderLine("NW-GNOCCHI", 1),), "38.00", "EUR"),
+    ),
+    "acct_grace": (
+        Order("ord_10307", "2026-11-05", "processing", (OrderLine("NW-CAJUN", 3),), "66.00", "EUR"),
+    ),
+}
+
+
+def search_products(query: str = "") -> list[Product]:
+    """The products whose name contains ``query`` (case-insensitive); all for ``""``."""
+    needle = query.strip().casefold()
+    return [product for product in PRODUCTS if needle in product.name.casefold()]
+
+
+def orders_of(account: str) -> list[Order]:
+    """The orders of one account, newest first; none for an unknown account."""
+    return sorted(_ORDERS.get(account, ()), key=lambda order: order.placed_on, reverse=True)
