@@ -45,6 +45,7 @@ class Stack:
     issuer: str
     data_dir: Path
     output: list[str]
+    northwind: str
 
 
 def _pump(stream: object, sink: queue.Queue[str], lines: list[str]) -> None:
@@ -63,13 +64,14 @@ def dns_e2e() -> Iterator[LocalDNS]:
 def stack(dns_e2e: LocalDNS) -> Iterator[Stack]:
     data_dir = Path(tempfile.mkdtemp(prefix="fde2e-"))
     os.chmod(data_dir, 0o711)
-    cport, iport = free_port(), free_port()
+    cport, iport, nport = free_port(), free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "FRONTDOOR_KEK")}
     env.update({
         "FRONTDOOR_ENV": "dev",
         "FRONTDOOR_DATA_DIR": str(data_dir),
         "FRONTDOOR_CONSOLE_PORT": str(cport),
         "FRONTDOOR_ISSUER_PORT": str(iport),
+        "FRONTDOOR_EXAMPLE_PORT": str(nport),
         "FRONTDOOR_CONSOLE_BASE_URL": f"http://127.0.0.1:{cport}",
         "FRONTDOOR_ISSUER_BASE_URL": f"http://127.0.0.1:{iport}",
         "FRONTDOOR_DNS_NAMESERVERS": f"127.0.0.1:{dns_e2e.port}",
@@ -96,7 +98,8 @@ def stack(dns_e2e: LocalDNS) -> Iterator[Stack]:
             proc.kill()
             pytest.fail("the stack did not start:\n" + "".join(lines))
     time.sleep(0.5)  # let the banner finish printing
-    s = Stack(proc, f"http://127.0.0.1:{cport}", f"http://127.0.0.1:{iport}", data_dir, lines)
+    s = Stack(proc, f"http://127.0.0.1:{cport}", f"http://127.0.0.1:{iport}", data_dir, lines,
+              f"http://127.0.0.1:{nport}")
     try:
         yield s
     finally:
@@ -113,11 +116,24 @@ def test_banner_prints_urls_and_demo_credentials(stack: Stack) -> None:
 
 
 def test_health_and_readiness(stack: Stack) -> None:
+    assert httpx.get(f"{stack.northwind}/healthz").status_code == 200
     for base in (stack.console, stack.issuer):
         r = httpx.get(f"{base}/healthz")
         assert r.status_code == 200 and r.json()["status"] == "ok"
         r = httpx.get(f"{base}/readyz")
         assert r.status_code == 200 and r.json()["checks"] == {"database": "ok", "redis": "ok"}
+
+
+def test_the_example_company_is_wired_to_the_demo_issuer(stack: Stack) -> None:
+    """Northwind serves the poppy.json Frontdoor generated, naming the demo issuer."""
+    doc = httpx.get(f"{stack.northwind}/.well-known/poppy.json").json()
+    assert doc["auth"]["issuer"] == f"{stack.issuer}/demo"
+    assert {a["type"] for a in doc["apis"]} == {"openapi", "mcp"}
+    meta = httpx.get(f"{stack.issuer}/.well-known/oauth-authorization-server/demo").json()
+    assert "northwind.example" in meta["poppy_domains"]
+    # a PAP API takes a Session Token: no token, no data
+    r = httpx.get(f"{stack.northwind}/api/products")
+    assert r.status_code == 401 and "www-authenticate" in r.headers
 
 
 def test_onboarding_over_http_and_scheduled_suspension(stack: Stack, dns_e2e: LocalDNS) -> None:

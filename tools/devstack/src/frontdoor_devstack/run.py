@@ -24,7 +24,7 @@ from frontdoor_core.settings import ENV_NAMES, SettingsError, load_settings
 
 from .postgres import EmbeddedPostgres
 from .redis_server import EmbeddedRedis
-from .seed import apply_all_migrations, seed_demo
+from .seed import apply_all_migrations, seed_demo, write_northwind_document
 
 _BANNER = "=" * 72
 _PR_SET_PDEATHSIG = 1
@@ -129,7 +129,8 @@ def main() -> int:
             env["REDIS_URL"] = rs.url
         settings = load_settings(env)
         asyncio.run(apply_all_migrations(settings.database_url))
-        demo = asyncio.run(seed_demo(settings, data_dir))
+        northwind_url = f"http://127.0.0.1:{settings.example_port}"
+        demo = asyncio.run(seed_demo(settings, data_dir, northwind_url=northwind_url))
         py = sys.executable
         granian = str(Path(py).with_name("granian"))
         celery = str(Path(py).with_name("celery"))
@@ -142,6 +143,15 @@ def main() -> int:
                     logs / "worker.log")
         stack.spawn("beat", [celery, "-A", "frontdoor_dispatcher.celery_app", "beat", "--loglevel", "INFO"], env,
                     logs / "beat.log")
+        if demo.get("tenant_id") and demo.get("northwind_credential"):
+            poppy = asyncio.run(write_northwind_document(settings, data_dir, demo["tenant_id"]))
+            nw_env = {**env, "NORTHWIND_ISSUER": f"{settings.issuer_base_url}/{demo['slug']}",
+                      "NORTHWIND_CREDENTIAL": demo["northwind_credential"], "NORTHWIND_PUBLIC_URL": northwind_url,
+                      "NORTHWIND_POPPY_JSON": str(poppy)}
+            stack.spawn("northwind", [granian, "--interface", "asgi", "--host", "127.0.0.1", "--port",
+                                      str(settings.example_port), "--workers", "1", "--no-ws", "northwind.asgi:app"],
+                        nw_env, logs / "northwind.log")
+            services.append(("northwind", settings.example_port))
         for name, port in services:
             if not _wait_http(f"http://127.0.0.1:{port}/healthz"):
                 print(f"{name} did not start; see {logs / (name + '.log')}", file=sys.stderr)
@@ -169,6 +179,7 @@ def _print_banner(settings: Any, demo: dict[str, str], logs: Path) -> None:
         "Frontdoor is running.",
         f"  console + management API  {settings.console_base_url}   (OpenAPI: {settings.console_base_url}/api/v1/openapi.json)",
         f"  issuer                    {settings.issuer_base_url}",
+        f"  example company Northwind http://127.0.0.1:{settings.example_port}   (poppy.json, /api/products, /mcp)",
         f"  demo issuer metadata      {settings.issuer_base_url}/.well-known/oauth-authorization-server/{demo['slug']}",
         "  worker + beat             Celery (looks for domains due a DNS check every "
         f"{int(settings.domain_sweep_interval.total_seconds())} s)",

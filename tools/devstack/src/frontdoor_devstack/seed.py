@@ -1,11 +1,17 @@
-"""Migrations for every library, and the demo tenant ``make run`` prints."""
+"""Migrations for every library, the demo tenant and the example company ``make run`` prints.
+
+Dev only. The demo tenant ("Demo Company", slug ``demo``) is configured for Northwind,
+the example company on ``:8003``: its APIs, its MCP server, its conversation endpoint, a
+resource-server credential, and the domain ``northwind.example`` marked verified without
+DNS (a loopback example cannot publish a TXT record; the seed says so in the audit log).
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import secrets
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +21,8 @@ from frontdoor_core.settings import Settings
 
 MIGRATED_PACKAGES = ["frontdoor_tenancy", "frontdoor_identity", "frontdoor_sessions"]
 DEMO_SLUG = "demo"
+DEMO_EMAIL = "admin@demo.frontdoor.dev"
+NORTHWIND_DOMAIN = "northwind.example"
 
 
 async def apply_all_migrations(database_url: str) -> list[str]:
@@ -26,9 +34,50 @@ async def apply_all_migrations(database_url: str) -> list[str]:
         await conn.close()
 
 
-async def seed_demo(settings: Settings, data_dir: Path) -> dict[str, Any]:
+def _write_private(path: Path, data: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(data)
+
+
+async def _configure_for_northwind(conn: asyncpg.Connection, tenant_id: str, northwind_url: str) -> str:
+    """Point the demo tenant at Northwind; return a new resource-server credential."""
+    from frontdoor_sessions import create_credential
+    from frontdoor_tenancy import audit, issuer_settings
+    from frontdoor_tenancy.actor import Actor
+    from frontdoor_tenancy.domain_claims import add_domain, policy_from
+    from frontdoor_tenancy.issuer_settings import ApiEntry
+
+    system = Actor(tenant_id=tenant_id, type="system")
+    stored = await issuer_settings.get_settings(conn, tenant_id)
+    wanted = issuer_settings.validate_settings(
+        issuer_settings.IssuerSettings(
+            **{**{f: getattr(stored.settings, f) for f in stored.settings.__struct_fields__},
+               "organization_name": "Northwind",
+               "custom_scopes": {"orders:read": "See your orders"},
+               "conversation_endpoint": f"{northwind_url}/poppy/conversations",
+               "apis": [ApiEntry(type="openapi", url=f"{northwind_url}/openapi.json", description="Orders and products"),
+                        ApiEntry(type="mcp", url=f"{northwind_url}/mcp", description="Product search")]}),
+        dev=True)
+    await issuer_settings.update_settings(conn, tenant_id, wanted)
+    now = datetime.now(UTC)
+    never = policy_from(pending_window=timedelta(days=7), pending_recheck=timedelta(days=1),
+                        recheck=timedelta(days=3650), grace=timedelta(days=3650))
+    await add_domain(conn, system, NORTHWIND_DOMAIN, now=now, policy=never)
+    await conn.execute(
+        "UPDATE domains SET status = 'verified', verified_at = $3, last_seen_at = $3, next_check_at = NULL,"
+        " last_check_result = 'seeded_for_development' WHERE tenant_id = $1 AND domain = $2",
+        tenant_id, NORTHWIND_DOMAIN, now)
+    await audit.record(conn, system, "domain.verified", target_type="domain", target_id=NORTHWIND_DOMAIN,
+                       details={"seeded_for_development": True})
+    created = await create_credential(conn, system, "northwind (make run)")
+    return created.secret
+
+
+async def seed_demo(settings: Settings, data_dir: Path, *, northwind_url: str) -> dict[str, Any]:
     """Create the demo tenant once; its credentials are kept in the data directory (0600)."""
     from frontdoor_core.db import create_pool
+    from frontdoor_core.errors import Conflict
     from frontdoor_tenancy import tenants
     from frontdoor_tenancy.credentials.key_encryption import Kek
 
@@ -38,28 +87,41 @@ async def seed_demo(settings: Settings, data_dir: Path) -> dict[str, Any]:
         saved["file"] = str(file)
         return saved
     password = secrets.token_urlsafe(18)
-    from frontdoor_core.errors import Conflict
-
     pool = await create_pool(settings.database_url, min_size=1, max_size=2)
     try:
         result = await tenants.sign_up(
             pool,
-            tenants.SignUp(email="admin@demo.frontdoor.dev", password=password,
-                           organization_name="Demo Company", slug=DEMO_SLUG),
-            kek=Kek.from_env_value(os.environ.get("FRONTDOOR_KEK") or settings.kek or (data_dir / "kek").read_text().strip()),
+            tenants.SignUp(email=DEMO_EMAIL, password=password, organization_name="Demo Company", slug=DEMO_SLUG),
+            kek=Kek.from_env_value(settings.kek),
             now=datetime.now(UTC),
         )
+        async with pool.acquire() as conn, conn.transaction():
+            credential = await _configure_for_northwind(conn, result.tenant.id, northwind_url)
     except Conflict:
         # The database already has a demo tenant but this data directory has no record of
         # its secrets (e.g. DATABASE_URL points at a shared server): say so, do not reset it.
-        return {"slug": DEMO_SLUG, "email": "admin@demo.frontdoor.dev", "password": "(set on first run)",
-                "api_key": "(shown on first run only; create one with POST /api/v1/api-keys)", "file": str(file)}
+        return {"slug": DEMO_SLUG, "email": DEMO_EMAIL, "password": "(set on first run)",
+                "api_key": "(shown on first run only; create one with POST /api/v1/api-keys)",
+                "northwind_credential": "", "file": str(file)}
     finally:
         await pool.close()
-    creds = {"slug": DEMO_SLUG, "email": "admin@demo.frontdoor.dev", "password": password,
-             "api_key": result.api_key.api_key, "tenant_id": result.tenant.id}
-    fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(creds, f, indent=2)
+    creds = {"slug": DEMO_SLUG, "email": DEMO_EMAIL, "password": password, "api_key": result.api_key.api_key,
+             "tenant_id": result.tenant.id, "northwind_credential": credential}
+    _write_private(file, json.dumps(creds, indent=2))
     creds["file"] = str(file)
     return creds
+
+
+async def write_northwind_document(settings: Settings, data_dir: Path, tenant_id: str) -> Path:
+    """Generate Northwind's poppy.json from the demo tenant's current settings (every run)."""
+    from frontdoor_tenancy.issuer_profile import discovery_document
+
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+        doc = await discovery_document(conn, tenant_id, settings.issuer_base_url, NORTHWIND_DOMAIN, dev=True)
+    finally:
+        await conn.close()
+    path = data_dir / "northwind-poppy.json"
+    path.write_text(json.dumps(doc, indent=2))
+    return path
