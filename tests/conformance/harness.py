@@ -78,7 +78,7 @@ class FrontdoorDriver:
         raise SkipCase(f"needs {NEEDS['operations']}")
 
     async def forget_events(self, conversation_id: str) -> None:
-        raise SkipCase("needs a conversation endpoint (not part of Frontdoor's company side)")
+        raise SkipCase("Northwind's conversations are the company's own; its operator cannot be driven from here")
 
     async def disconnect(self, client_id: str, account: str) -> None:
         raise SkipCase(f"needs sign-in: {NEEDS['sign-in']}")

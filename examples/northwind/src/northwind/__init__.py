@@ -1,4 +1,4 @@
-"""Northwind: an example company protecting its API and MCP server with Frontdoor's sdk.
+"""Northwind: an example company protecting its API, MCP server and company agent with Frontdoor's sdk.
 
 Start with :mod:`northwind.app`; :mod:`northwind.asgi` is the entry point for a server.
 """

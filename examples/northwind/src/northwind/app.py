@@ -1,7 +1,8 @@
-"""Northwind's web app: ``poppy.json``, an OpenAPI API and an MCP server, protected by Frontdoor.
+"""Northwind's web app: ``poppy.json``, an OpenAPI API, an MCP server and a company agent.
 
 Read top to bottom: the public routes, the protected API routes, the MCP endpoint, then
-:func:`create_app`, which wires the sdk's verifier and middleware around all of it.
+:func:`create_app`, which wires the sdk's verifier and middleware around all of it. The
+company agent's conversation endpoint is in :mod:`northwind.conversations`.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -31,6 +33,7 @@ from mcp.server.mcpserver import MCPServer
 from northwind import catalog
 from northwind.catalog import Order, Product
 from northwind.config import NorthwindConfig
+from northwind.conversations import conversation_router
 from northwind.mcp_server import build_mcp_server
 from northwind.protection import ORDERS_READ, protected_paths, signed_in_account
 
@@ -125,6 +128,7 @@ def create_app(config: NorthwindConfig) -> Litestar:
             list_orders,
             _mcp_endpoint(mcp_server),
             _mcp_metadata(config),
+            conversation_router(config.clock or (lambda: datetime.now(UTC))),
         ],
         middleware=[frontdoor],
         lifespan=[lifespan],

@@ -1,6 +1,6 @@
 """Which paths need a Session Token, and with which scopes: the one place to read.
 
-Everything under ``/api`` and ``/mcp`` is protected by the sdk's middleware, which answers
+Everything under ``/api``, ``/mcp`` and ``/poppy/conversations`` is protected by the sdk's middleware, which answers
 refusals itself (401 ``invalid_token``, 403 ``sign_in_required``/``insufficient_scope``
 with their ``WWW-Authenticate`` challenges). A handler behind it only runs for a verified
 caller, found with :func:`frontdoor_sdk.caller_of`.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from frontdoor_sdk import Requirement, caller_of
+from frontdoor_sdk import Caller, Requirement, caller_of
 
 ORDERS_READ: Final = "orders:read"
 """The scope a user grants to let an agent see their orders."""
@@ -31,7 +31,22 @@ def protected_paths(mcp_url: str) -> dict[str, Requirement]:
         "/api": Requirement(),
         "/api/orders": Requirement(scopes=(ORDERS_READ,)),
         "/mcp": Requirement(resource_url=mcp_url, tool_scopes=TOOL_SCOPES),
+        # The company agent talks to any live Session; it asks for sign-in in the conversation.
+        "/poppy/conversations": Requirement(),
     }
+
+
+def verified_caller(scope: Mapping[str, Any]) -> Caller:
+    """The verified caller of a request, signed in or not.
+
+    Raises:
+        RuntimeError: If the request did not go through the middleware: the path is
+            missing from :func:`protected_paths` (a bug; never serve the request).
+    """
+    caller = caller_of(scope)
+    if caller is None:
+        raise RuntimeError("no verified caller: protect this path")
+    return caller
 
 
 def signed_in_account(scope: Mapping[str, Any]) -> str:
