@@ -72,3 +72,19 @@ async def test_suite(context: ConformanceContext, suite: str) -> None:
     assert passed + len(skipped) == len(cases)
     print(f"\n{suite}: {passed} passed, {len(skipped)} skipped awaiting "
           + ", ".join(sorted({EXPECTED_SKIPS[s] for s in skipped})))
+
+
+async def test_lifecycle_suite_runs_without_failure(context: ConformanceContext) -> None:
+    """Not yet required (most lifecycle cases need sign-in, issue #4): what runs must pass.
+
+    The cases that can run today (signed-out Sessions, renewal, parallel Sessions, MCP
+    protected-resource metadata and token types, rate limits) are held to passing, so a
+    regression shows here before the sign-in issue makes the whole suite required.
+    """
+    report = await run_conformance(context, cases=select_cases(suites=["lifecycle"]))
+    failed = [f"{r.id}: {r.message}" for r in report.results if r.outcome == "failed"]
+    assert not failed, "failed cases:\n" + "\n".join(failed)
+    passed = {r.id for r in report.results if r.outcome == "passed"}
+    assert {"lifecycle.signed-out-session", "lifecycle.parallel-sessions", "lifecycle.renew-signed-out",
+            "lifecycle.renew-for-another-user", "lifecycle.mcp-protected-resource-metadata",
+            "lifecycle.mcp-token-type-by-server"} <= passed, sorted(passed)
