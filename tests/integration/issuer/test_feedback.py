@@ -55,3 +55,19 @@ async def test_feedback_is_listed_in_poppy_json(console: AsyncTestClient[Any], t
     doc = (await console.get(f"/api/v1/domains/{domain}/poppy.json", headers=tenant.auth)).json()
     assert doc["feedback"] == {"endpoint": f"{tenant.issuer}/feedback"}
     dns.remove(claim["txt"]["name"])
+
+
+async def test_admins_read_feedback_of_their_tenant_only(issuer: AsyncTestClient[Any], console: AsyncTestClient[Any],
+                                                         tenant: TenantHandle, other_tenant: TenantHandle,
+                                                         agent: TestAgent) -> None:
+    s = (await issuer.post(f"/{tenant.slug}/oauth/token", data=agent.token_form(tenant.issuer, "u"),
+                           headers={"DPoP": agent.dpop("POST", f"{tenant.issuer}/oauth/token")})).json()
+    url = f"{tenant.issuer}/feedback"
+    r = await issuer.post(f"/{tenant.slug}/feedback", content=json.dumps(
+        {"kind": "missing", "task": "Gift wrap", "description": "No way to ask for gift wrap."}),
+        headers={"Content-Type": "application/json", "Authorization": f"DPoP {s['access_token']}",
+                 "DPoP": agent.dpop("POST", url, token=s["access_token"])})
+    assert r.status_code == 202
+    mine = (await console.get("/api/v1/feedback", headers=tenant.auth)).json()["data"]
+    assert [(f["task"], f["client_id"]) for f in mine] == [("Gift wrap", agent.client_id)]
+    assert (await console.get("/api/v1/feedback", headers=other_tenant.auth)).json()["data"] == []

@@ -14,7 +14,7 @@ import msgspec
 from frontdoor_core.ids import new_id
 from frontdoor_protocol.errors import ProtocolError
 
-__all__ = ["MAX_DESCRIPTION", "MAX_TASK", "FeedbackReport", "parse_report", "record_feedback"]
+__all__ = ["MAX_DESCRIPTION", "MAX_TASK", "FeedbackReport", "StoredReport", "list_feedback", "parse_report", "record_feedback"]
 
 MAX_TASK = 200
 MAX_DESCRIPTION = 2000
@@ -52,3 +52,27 @@ async def record_feedback(conn: asyncpg.Connection, tenant_id: str, *, session_i
         tenant_id, report_id, session_id, client_id, user_id, report.kind, body, now,
     )
     return report_id
+
+
+class StoredReport(msgspec.Struct, frozen=True, kw_only=True):
+    """A report as the tenant's admins read it (text shown as data, never interpreted)."""
+
+    id: str
+    created_at: datetime
+    client_id: str
+    kind: str
+    task: str
+    description: str
+
+
+async def list_feedback(conn: asyncpg.Connection, tenant_id: str, *, limit: int = 50,
+                        before: str | None = None) -> list[StoredReport]:
+    """Newest first; ``before`` is the last ID of the previous page."""
+    rows = await conn.fetch(
+        "SELECT id, created_at, client_id, kind, body FROM feedback WHERE tenant_id = $1"
+        " AND ($2::text IS NULL OR id < $2) ORDER BY id DESC LIMIT $3",
+        tenant_id, before, limit,
+    )
+    return [StoredReport(id=r["id"], created_at=r["created_at"], client_id=r["client_id"], kind=r["kind"],
+                         task=str(r["body"].get("task", "")), description=str(r["body"].get("description", "")))
+            for r in rows]
