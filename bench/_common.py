@@ -295,12 +295,15 @@ class CpuMeter:
 
 
 def install_signal_handlers() -> None:
-    """SIGTERM and SIGHUP unwind like Ctrl-C, so every ``finally`` stops its servers."""
+    """SIGINT (even if inherited as ignored), SIGTERM and SIGHUP unwind like Ctrl-C.
+
+    Every ``finally`` and exit callback then stops the servers it started.
+    """
 
     def _raise(signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         with contextlib.suppress(ValueError, OSError):  # not the main thread
             signal.signal(sig, _raise)
 
@@ -461,7 +464,7 @@ class Stack:
             if proc.poll() is not None:
                 break
             try:
-                with urllib.request.urlopen(f"{self.issuer_base_url}/healthz", timeout=1) as r:  # noqa: S310
+                with urllib.request.urlopen(f"{self.issuer_base_url}/healthz", timeout=1) as r:
                     if r.status == 200:
                         return
             except OSError:
@@ -523,6 +526,18 @@ def py_spy_record(pid: int, out: Path, seconds: int) -> Iterator[subprocess.Pope
             stop_process_group(proc)
 
 
+_PLUMBING = frozenset({"mp.py", "common.py", "cli.py", "core.py", "process.py", "popen_fork.py", "context.py",
+                       "base_events.py", "events.py", "granian", "_futures.py"})
+"""Files whose frames sit under every sample (server start-up, the event loop): not worth listing."""
+
+
+def _frame_name(frame: str) -> str:
+    if " (" not in frame:
+        return frame
+    name, _, where = frame.partition(" (")
+    return f"{name} ({where.split(':')[0].rsplit('/', 1)[-1].rstrip(')')})"
+
+
 def summarize_collapsed(path: Path, top: int = 15) -> list[str]:
     """Self and inclusive sample shares per function from py-spy's raw (collapsed) output."""
     if not path.exists():
@@ -535,18 +550,19 @@ def summarize_collapsed(path: Path, top: int = 15) -> list[str]:
         if not stack or not count_text.isdigit():
             continue
         count = int(count_text)
-        frames = [f.split(" (")[0] + " (" + f.split(" (")[1].split(":")[0].rsplit("/", 1)[-1] + ")"
-                  if " (" in f else f for f in stack.split(";")]
+        frames = [_frame_name(f) for f in stack.split(";") if not f.startswith(("process ", "thread "))]
         total += count
-        self_counts[frames[-1]] = self_counts.get(frames[-1], 0) + count
+        leaf = frames[-1] if frames else "(no Python frame: native code, e.g. granian's runtime)"
+        self_counts[leaf] = self_counts.get(leaf, 0) + count
         for frame in set(frames):
-            incl_counts[frame] = incl_counts.get(frame, 0) + count
+            if frame.rsplit("(", 1)[-1].rstrip(")") not in _PLUMBING:
+                incl_counts[frame] = incl_counts.get(frame, 0) + count
     if not total:
         return ["(no samples)"]
     lines = [f"{total} samples; top self time:"]
     lines += [f"  {100 * c / total:5.1f}%  {name}" for name, c in
               sorted(self_counts.items(), key=lambda kv: -kv[1])[:top]]
-    lines.append("top inclusive time:")
+    lines.append("top inclusive time (server start-up and event-loop frames left out):")
     lines += [f"  {100 * c / total:5.1f}%  {name}" for name, c in
               sorted(incl_counts.items(), key=lambda kv: -kv[1])[:top * 2]]
     return lines

@@ -6,7 +6,6 @@ Each benchmark starts and stops its own servers. Exit status: 1 if any request o
 failed (errors must be 0); a target missed is reported, not failed (``--strict`` fails it).
 """
 
-# ruff: noqa: E402
 from __future__ import annotations
 
 import sys
