@@ -60,7 +60,12 @@ async def test_http_and_sql_spans_are_recorded(console: AsyncTestClient[Any], te
         def on_end(self, span: ReadableSpan) -> None:
             seen.append(span)
 
+    from opentelemetry.sdk.trace import TracerProvider
+
     provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):  # no exporter configured: install one to watch
+        trace.set_tracer_provider(TracerProvider())
+        provider = trace.get_tracer_provider()
     provider.add_span_processor(Capture())  # type: ignore[attr-defined]
     r = await console.get("/api/v1/domains", headers=tenant.auth)
     assert r.status_code == 200

@@ -84,7 +84,10 @@ def capture_logs() -> Iterator[io.StringIO]:
 @contextmanager
 def capture_spans() -> Iterator[_SpanCollector]:
     provider = trace.get_tracer_provider()
-    assert isinstance(provider, TracerProvider), "the console app installs the SDK tracer provider"
+    if not isinstance(provider, TracerProvider):  # no exporter configured: install one to watch
+        trace.set_tracer_provider(TracerProvider())
+        provider = trace.get_tracer_provider()
+    assert isinstance(provider, TracerProvider)
     collector = _SpanCollector()
     provider.add_span_processor(collector)
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import redis.asyncio as aioredis
 
@@ -15,8 +16,17 @@ return {n, redis.call('TTL', KEYS[1])}
 """
 
 
+_scripts: dict[int, Any] = {}
+
+
 async def hit(client: aioredis.Redis, key: str, *, limit: int, window_s: int) -> tuple[bool, int]:
-    """Count one attempt under ``key``; return (allowed, seconds until the window resets)."""
+    """Count one attempt under ``key``; return (allowed, seconds until the window resets).
+
+    The script is registered once per client and sent by its SHA afterwards (EVALSHA).
+    """
+    script = _scripts.get(id(client))
+    if script is None:
+        script = _scripts[id(client)] = client.register_script(_SCRIPT)
     bucket = int(time.time()) // window_s
-    count, ttl = await client.eval(_SCRIPT, 1, f"rl:{key}:{bucket}", window_s)
+    count, ttl = await script(keys=[f"rl:{key}:{bucket}"], args=[window_s])
     return int(count) <= limit, max(int(ttl), 1)

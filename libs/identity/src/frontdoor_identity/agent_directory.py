@@ -132,8 +132,11 @@ class AgentDirectory:
                 failed (the reason is the `FetchErrorCode`), or a document breaks a rule.
                 The token endpoint answers ``invalid_client``.
         """
-        check_client_id(client_id, allow_http_loopback=self._fetcher.policy.allow_http_loopback)
         entry = self._entries.get(client_id)
+        if entry is None:
+            # Only a client_id that was never resolved needs its syntax checked: cached
+            # entries (successes and failures alike) were checked when they were made.
+            check_client_id(client_id, allow_http_loopback=self._fetcher.policy.allow_http_loopback)
         if entry is not None and self._clock() < entry.expires_at:
             self._entries.move_to_end(client_id)
             if entry.error is not None:

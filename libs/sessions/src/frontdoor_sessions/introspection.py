@@ -20,10 +20,13 @@ from frontdoor_protocol.session_token import verify_session_token
 
 from . import session_store
 from .signer_cache import IssuerKeys
+from .throttle import Throttle
 
 __all__ = ["INACTIVE", "introspect"]
 
 INACTIVE: dict[str, Any] = {"active": False}
+# "Last used" is kept to the minute: this process writes it at most once a minute per Session.
+_touched = Throttle(60.0)
 
 
 def _claimed_resource(token: str) -> str | None:
@@ -62,7 +65,8 @@ async def introspect(conn: asyncpg.Connection, keys: IssuerKeys, *, tenant_id: s
     policy = await get_agent_policy(conn, tenant_id, client_id=claims.client_id)
     if not is_allowed(policy, claims.client_id):
         return INACTIVE
-    await session_store.touch_session(conn, tenant_id, session.id, now=now)
+    if _touched.due((tenant_id, session.id)):
+        await session_store.touch_session(conn, tenant_id, session.id, now=now)
     body: dict[str, Any] = {
         "active": True,
         "iss": claims.iss,

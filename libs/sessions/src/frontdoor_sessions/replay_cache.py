@@ -27,6 +27,21 @@ class ReplayCache:
         digest = hashlib.sha256(f"{scope}\x00{value}".encode()).hexdigest()[:40]
         return f"jti:{namespace}:{digest}"
 
+    async def claim_all(self, claims: list[tuple[str, str, str, int]]) -> list[bool]:
+        """Claim several ``(namespace, scope, value, ttl_s)`` in one round trip.
+
+        Each claim is its own atomic ``SET NX``; the answer says which were first.
+        """
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for namespace, scope, value, ttl in claims:
+                    pipe.set(self._key(namespace, scope, value), b"1", nx=True, ex=max(ttl, 1))
+                results = await pipe.execute()
+        except Exception:
+            raise Unavailable("replay_cache_unavailable", "Temporarily unavailable; retry shortly.",
+                              retry_after=5) from None
+        return [bool(r) for r in results]
+
     async def claim(self, namespace: str, scope: str, value: str, *, ttl_s: int) -> bool:
         """True the first time ``value`` is seen in ``(namespace, scope)`` within ``ttl_s``."""
         try:

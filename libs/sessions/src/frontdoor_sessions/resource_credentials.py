@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+import time
 from datetime import datetime
 
 import asyncpg
@@ -78,16 +79,38 @@ async def revoke_credential(conn: asyncpg.Connection, actor: Actor, cred_id: str
         " RETURNING id, name, prefix, created_at, last_used_at, revoked_at", actor.tenant_id, cred_id)
     if row is None:
         raise NotFound("credential_not_found", "No such credential.")
+    forget_trusted_credentials()
     await audit.record(conn, actor, "resource_credential.revoked", target_type="resource_credential",
                        target_id=cred_id)
     return _view(row)
+
+
+# Introspection runs on every company API call: a credential that proved valid is trusted
+# for a few seconds in this process. Revocation therefore takes effect within _TRUST_S.
+_TRUST_S = 10.0
+_trusted: dict[tuple[str, bytes], float] = {}
 
 
 async def authenticate_credential(conn: asyncpg.Connection, tenant_id: str, presented: str) -> bool:
     """True when ``presented`` is a live credential of this tenant (another tenant's is False)."""
     if not _SHAPE.match(presented):
         return False
+    digest = _hash(presented)
+    seen = _trusted.get((tenant_id, digest))
+    if seen is not None and time.monotonic() - seen < _TRUST_S:
+        return True
     row = await conn.fetchrow(
         "SELECT id FROM resource_credentials WHERE tenant_id = $1 AND secret_hash = $2 AND revoked_at IS NULL",
-        tenant_id, _hash(presented))
-    return row is not None
+        tenant_id, digest)
+    if row is None:
+        _trusted.pop((tenant_id, digest), None)
+        return False
+    if len(_trusted) > 10_000:
+        _trusted.clear()
+    _trusted[(tenant_id, digest)] = time.monotonic()
+    return True
+
+
+def forget_trusted_credentials() -> None:
+    """Drop the in-process trust (called when a credential is revoked here)."""
+    _trusted.clear()

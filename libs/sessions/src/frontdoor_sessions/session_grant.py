@@ -5,16 +5,19 @@ Order matters for cost and for what an unauthenticated caller can learn:
 1. per-network rate limit on unverified requests;
 2. client authentication (``private_key_jwt``, PAP-4.1-05) with keys from the agent's
    verified metadata (an unknown ``kid`` refetches the JWKS once);
-3. the tenant's agent policy (a blocked agent is ``unauthorized_client``);
-4. the target resource (an MCP server the tenant lists, RFC 8707) and its token type;
-5. the DPoP proof (exactly one, no ``ath``, optional server nonce);
-6. the Session assertion (PAP-4.2-07/08);
-7. one-time ``jti`` claims in Redis for the client assertion, the Session assertion and
-   the DPoP proof (fail closed when Redis is down);
-8. the per-agent Session rate limit (only now: the caller is authenticated);
-9. the Session: new, or renewed when ``session_id`` names a live Session of the same
-   agent and user (else ``invalid_session``, PAP-4.2-04);
-10. a Session Token signed by the tenant's issuer key.
+3. the target resource (an MCP server the tenant lists, RFC 8707) and its token type;
+4. the DPoP proof (exactly one, no ``ath``, optional server nonce);
+5. the Session assertion (PAP-4.2-07/08);
+6. one-time ``jti`` claims in Redis for the client assertion, the Session assertion and
+   the DPoP proof, in one pipelined round trip (fail closed when Redis is down);
+7. the per-agent Session rate limit (only now: the caller is authenticated);
+8. the tenant's agent policy, read on every request (a blocked agent is
+   ``unauthorized_client``), then the Session: new, or renewed when ``session_id`` names
+   a live Session of the same agent and user (else ``invalid_session``, PAP-4.2-04);
+9. a Session Token signed by the tenant's issuer key.
+
+Cost: three Redis round trips and two SQL statements per new Session (the agent's
+"last seen" is written at most once a minute per process).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from . import session_store
 from .dpop_nonce import NonceSource
 from .replay_cache import ReplayCache
 from .signer_cache import IssuerKeys
+from .throttle import Throttle
 from .token_request import CLIENT_ASSERTION_TYPE, JWT_BEARER, TokenRequest
 
 __all__ = ["GrantOutcome", "GrantRefused", "SessionGrant", "TenantIssuer"]
@@ -108,6 +112,7 @@ class SessionGrant:
         self._nonces = nonces
         self._replay = ReplayCache(redis)
         self._clock = clock
+        self._seen = Throttle(60.0)
 
     async def _limit(self, key: str, limit: int, policy: str) -> None:
         try:
@@ -167,11 +172,6 @@ class SessionGrant:
         assertion = await self._verify_with_refresh(client, lambda ks: verify_client_assertion(
             req.client_assertion or "", client_id=client_id, issuer=tenant.issuer, keys=ks, now=now))
 
-        async with self._pool.acquire() as conn:
-            policy = await get_agent_policy(conn, tenant.tenant_id, client_id=client_id)
-        if not is_allowed(policy, client_id):
-            raise _err("unauthorized_client", "This agent may not start Sessions here.")
-
         # --- target resource (RFC 8707; PAP §4.3 MCP)
         bearer = False
         audience = tenant.issuer
@@ -208,22 +208,30 @@ class SessionGrant:
         session_assertion = await self._verify_with_refresh(client, lambda ks: verify_session_assertion(
             req.assertion or "", client_id=client_id, issuer=tenant.issuer, keys=ks, now=now))
 
-        # --- one-time use, shared by every replica (PAP-4.2-09, RFC 9449 §11.1)
-        if not await self._replay.claim("client-assertion", f"{tenant.tenant_id}\x00{client_id}", assertion.jti,
-                                        ttl_s=assertion.exp - now + _SKEW):
+        # --- one-time use, shared by every replica (PAP-4.2-09, RFC 9449 §11.1), one round trip
+        scope = f"{tenant.tenant_id}\x00{client_id}"
+        claims_wanted = [("client-assertion", scope, assertion.jti, assertion.exp - now + _SKEW),
+                         ("session-assertion", scope, session_assertion.jti, session_assertion.exp - now + _SKEW)]
+        if proof_claim is not None:
+            claims_wanted.append(("dpop", f"{tenant.tenant_id}\x00{jkt}", proof_claim[0], proof_claim[1]))
+        fresh = await self._replay.claim_all(claims_wanted)
+        if not fresh[0]:
             raise _err("invalid_client", "The client assertion was already used.")
-        if not await self._replay.claim("session-assertion", f"{tenant.tenant_id}\x00{client_id}",
-                                        session_assertion.jti, ttl_s=session_assertion.exp - now + _SKEW):
+        if not fresh[1]:
             raise _err("invalid_grant", "The assertion was already used.")
-        if proof_claim is not None and not await self._replay.claim(
-                "dpop", f"{tenant.tenant_id}\x00{jkt}", proof_claim[0], ttl_s=proof_claim[1]):
+        if proof_claim is not None and not fresh[2]:
             raise _err("invalid_dpop_proof", "The DPoP proof was already used.")
 
         # --- Sessions per agent, counted once the caller is authenticated
         per_agent = s.agent_rate_overrides.get(client_id, s.sessions_per_agent_per_minute)
         await self._limit(f"tok:agent:{tenant.tenant_id}:{client_id}", per_agent, "sessions-per-agent")
 
-        async with self._pool.acquire() as conn, conn.transaction():
+        # One connection, no explicit transaction: each write below is a single statement.
+        async with self._pool.acquire() as conn:
+            # The policy is read on every request, never cached: a block applies at once.
+            policy = await get_agent_policy(conn, tenant.tenant_id, client_id=client_id)
+            if not is_allowed(policy, client_id):
+                raise _err("unauthorized_client", "This agent may not start Sessions here.")
             if req.session_id is not None:
                 session = await session_store.find_session(conn, tenant.tenant_id, req.session_id)
                 if (session is None or not session.live or session.client_id != client_id
@@ -233,8 +241,9 @@ class SessionGrant:
             else:
                 session = await session_store.create_session(conn, tenant.tenant_id, client_id,
                                                              session_assertion.user_id, now=now_dt)
-            await record_seen(conn, tenant.tenant_id, client_id, name=client.metadata.client_name,
-                              logo=client.metadata.logo_uri, now=now_dt)
+            if self._seen.due((tenant.tenant_id, client_id)):
+                await record_seen(conn, tenant.tenant_id, client_id, name=client.metadata.client_name,
+                                  logo=client.metadata.logo_uri, now=now_dt)
             signer = await self._keys.signer(conn, tenant.tenant_id, now_dt)
 
         lifetime = s.session_lifetime_s
