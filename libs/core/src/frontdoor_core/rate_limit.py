@@ -27,6 +27,8 @@ async def hit(client: aioredis.Redis, key: str, *, limit: int, window_s: int) ->
     script = _scripts.get(id(client))
     if script is None:
         script = _scripts[id(client)] = client.register_script(_SCRIPT)
-    bucket = int(time.time()) // window_s
-    count, ttl = await script(keys=[f"rl:{key}:{bucket}"], args=[window_s])
+    now = int(time.time())
+    bucket = now // window_s
+    # The counter lives until its window ends, so Retry-After is the true wait.
+    count, ttl = await script(keys=[f"rl:{key}:{bucket}"], args=[window_s - now % window_s])
     return int(count) <= limit, max(int(ttl), 1)

@@ -59,7 +59,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     console_port: Annotated[int, _doc("`make run`: console port on 127.0.0.1.")] = 8000
     issuer_port: Annotated[int, _doc("`make run`: issuer port.")] = 8001
     ledger_port: Annotated[int, _doc("`make run`: ledger port (reserved until the ledger service exists).")] = 8002
-    example_port: Annotated[int, _doc("`make run`: example company port (reserved until it exists).")] = 8003
+    example_port: Annotated[int, _doc("`make run`: the example company (Northwind) port.")] = 8003
     db_pool_min: Annotated[int, _doc("Minimum PostgreSQL connections per process.")] = 1
     db_pool_max: Annotated[int, _doc("Maximum PostgreSQL connections per process.")] = 10
     log_level: Annotated[Literal["debug", "info", "warning", "error"], _doc("Log level (`debug`, `info`, `warning`, `error`).")] = "info"

@@ -100,7 +100,8 @@ async def authenticate_credential(conn: asyncpg.Connection, tenant_id: str, pres
     if seen is not None and time.monotonic() - seen < _TRUST_S:
         return True
     row = await conn.fetchrow(
-        "SELECT id FROM resource_credentials WHERE tenant_id = $1 AND secret_hash = $2 AND revoked_at IS NULL",
+        "UPDATE resource_credentials SET last_used_at = now()"
+        " WHERE tenant_id = $1 AND secret_hash = $2 AND revoked_at IS NULL RETURNING id",
         tenant_id, digest)
     if row is None:
         _trusted.pop((tenant_id, digest), None)

@@ -53,7 +53,9 @@ def issuer_urls(base_url: str, slug: str) -> IssuerUrls:
 
 def issuer_metadata(urls: IssuerUrls, settings: IssuerSettings, domains: list[str], *, dev: bool = False) -> dict[str, Any]:
     """The RFC 8414 document with ``poppy_domains`` (PAP §3.2)."""
-    grants = [GrantType.JWT_BEARER, GrantType.REFRESH_TOKEN]
+    grants = [GrantType.JWT_BEARER]
+    if settings.direct.enabled or settings.device.enabled:
+        grants.append(GrantType.REFRESH_TOKEN)  # Account Tokens exist only after a sign-in
     if settings.direct.enabled:
         grants.append(GrantType.AUTHORIZATION_CODE)
     if settings.device.enabled:

@@ -10,7 +10,8 @@ from typing import Any
 
 from frontdoor_core.errors import Unavailable
 from frontdoor_protocol.errors import ProtocolError, Surface
-from frontdoor_protocol.resource_request import verify_resource_request
+from frontdoor_identity import get_agent_policy, is_allowed
+from frontdoor_protocol.resource_request import MissingToken, verify_resource_request
 from frontdoor_protocol.strict_json import MalformedJSON, loads
 from frontdoor_sessions import ReplayCache, find_session
 from frontdoor_sessions.feedback import parse_report, record_feedback
@@ -26,7 +27,8 @@ __all__ = ["feedback"]
 
 def _resource_refusal(exc: ProtocolError) -> Response[Any]:
     headers = dict(NO_STORE)
-    challenge = exc.challenge(algs=("ES256",))
+    # RFC 6750 §3.1: a request with no credential gets a challenge without an error code.
+    challenge = 'DPoP algs="ES256"' if isinstance(exc, MissingToken) else exc.challenge(algs=("ES256",))
     if challenge:
         headers["WWW-Authenticate"] = challenge
     return Response(exc.to_body(), status_code=exc.status_at(Surface.RESOURCE), headers=headers)
@@ -55,6 +57,9 @@ async def feedback(slug: FromPath[str], request: Request[Any, Any, Any], state: 
             session = await find_session(conn, tenant.tenant_id, claims.sid)
             if session is None or not session.live or session.client_id != claims.client_id:
                 raise ProtocolError("invalid_token", "The Session has ended.")
+            policy = await get_agent_policy(conn, tenant.tenant_id, client_id=claims.client_id)
+            if not is_allowed(policy, claims.client_id):
+                raise ProtocolError("invalid_token", "This agent may no longer call here.")
             ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
             if ctype != "application/json":
                 return Response({"error": "invalid_request", "error_description": "Send the report as JSON."},
@@ -71,4 +76,4 @@ async def feedback(slug: FromPath[str], request: Request[Any, Any, Any], state: 
         return _resource_refusal(exc)
     except Unavailable as exc:
         return unavailable(exc.retry_after)
-    return Response(None, status_code=202, headers=NO_STORE)
+    return Response(b"", status_code=202, headers=NO_STORE, media_type="application/json")
