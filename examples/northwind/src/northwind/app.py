@@ -1,8 +1,9 @@
-"""Northwind's web app: ``poppy.json``, an OpenAPI API, an MCP server and a company agent.
+"""Northwind's web app: ``poppy.json``, an OpenAPI API, an MCP server, a company agent, a login page.
 
 Read top to bottom: the public routes, the protected API routes, the MCP endpoint, then
 :func:`create_app`, which wires the sdk's verifier and middleware around all of it. The
-company agent's conversation endpoint is in :mod:`northwind.conversations`.
+company agent's conversation endpoint is in :mod:`northwind.conversations`; the login page
+Frontdoor sends users to (the login handoff) is in :mod:`northwind.login`.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from datetime import UTC, datetime
 from typing import Any, cast
 from urllib.parse import urlsplit
 
+import httpx
 from frontdoor_sdk import (
     FrontdoorMiddleware,
     FrontdoorVerifier,
+    issuer_key_source,
     protected_resource_metadata,
     protected_resource_metadata_url,
 )
@@ -34,6 +37,7 @@ from northwind import catalog
 from northwind.catalog import Order, Product
 from northwind.config import NorthwindConfig
 from northwind.conversations import conversation_router
+from northwind.login import login_router
 from northwind.mcp_server import build_mcp_server
 from northwind.protection import ORDERS_READ, protected_paths, signed_in_account
 
@@ -105,13 +109,21 @@ def _openapi(config: NorthwindConfig) -> OpenAPIConfig:
 
 def create_app(config: NorthwindConfig) -> Litestar:
     """Build Northwind for one configuration (tests build as many as they like)."""
+    clock = config.clock or (lambda: datetime.now(UTC))
     verifier = FrontdoorVerifier(config.issuer, config.credential, http=config.http_client, clock=config.clock)
     mcp_server = build_mcp_server()
+    # The login page fetches the issuer's JWKS to verify login requests.
+    login_http = config.http_client or httpx.AsyncClient(timeout=5.0, follow_redirects=False)
+    issuer_keys = issuer_key_source(config.issuer, login_http, clock=clock)
 
     @asynccontextmanager
     async def lifespan(_: Litestar) -> AsyncIterator[None]:
-        async with verifier, mcp_server.session_manager.run():
-            yield
+        try:
+            async with verifier, mcp_server.session_manager.run():
+                yield
+        finally:
+            if config.http_client is None:
+                await login_http.aclose()
 
     # The sdk types ASGI scopes as mappings, Litestar as TypedDicts: the same objects at run time.
     frontdoor = DefineMiddleware(
@@ -128,7 +140,8 @@ def create_app(config: NorthwindConfig) -> Litestar:
             list_orders,
             _mcp_endpoint(mcp_server),
             _mcp_metadata(config),
-            conversation_router(config.clock or (lambda: datetime.now(UTC))),
+            conversation_router(clock),
+            login_router(config, issuer_keys, clock),
         ],
         middleware=[frontdoor],
         lifespan=[lifespan],

@@ -6,6 +6,10 @@ Configured from the environment:
 - ``NORTHWIND_CREDENTIAL``: your resource-server credential (``fdrs_...``); a secret.
 - ``NORTHWIND_PUBLIC_URL``: the origin agents call, e.g. ``https://northwind.example``.
 - ``NORTHWIND_POPPY_JSON``: path to the ``poppy.json`` Frontdoor generated for the domain.
+- ``NORTHWIND_SIGNING_KEY`` (optional): the private EC P-256 JWK login responses are signed
+  with; generated at start when absent (fine for one process, not for several).
+- ``NORTHWIND_DEMO_PASSWORD`` (optional): the demo accounts' password; ``northwind-demo``
+  when absent (development only).
 """
 
 import os

@@ -1,7 +1,8 @@
-"""Northwind's data: a product catalogue and the orders of two demo accounts.
+"""Northwind's data: a product catalogue, two demo accounts and their orders.
 
 A real company reads its database here. The account IDs are the ones Northwind gives
-Frontdoor when a user signs in; Frontdoor hands them back as ``Caller.account``.
+Frontdoor when a user signs in (the login handoff's ``sub``); Frontdoor hands them back as
+``Caller.account``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,27 @@ class Order:
     lines: tuple[OrderLine, ...]
     total: str
     currency: str
+
+
+@dataclass(frozen=True)
+class DemoAccount:
+    """A customer who can sign in on Northwind's login page (password: the demo password)."""
+
+    email: str
+    account_id: str
+    name: str
+
+
+DEMO_ACCOUNTS: tuple[DemoAccount, ...] = (
+    DemoAccount("ada@northwind.example", "acct_ada", "Ada Lovelace"),
+    DemoAccount("grace@northwind.example", "acct_grace", "Grace Hopper"),
+)
+
+
+def demo_account(email: str) -> DemoAccount | None:
+    """The demo account with this email (compared case-insensitively), if any."""
+    wanted = email.strip().casefold()
+    return next((account for account in DEMO_ACCOUNTS if account.email == wanted), None)
 
 
 PRODUCTS: tuple[Product, ...] = (

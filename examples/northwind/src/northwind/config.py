@@ -1,4 +1,4 @@
-"""What Northwind needs to know to run: its Frontdoor issuer, credential and public URL."""
+"""What Northwind needs to know to run: its Frontdoor issuer, credential, public URL and login key."""
 
 from __future__ import annotations
 
@@ -10,9 +10,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from frontdoor_sdk import Clock
+from frontdoor_sdk import Clock, login_signing_key
+from joserfc.jwk import ECKey
 
 ENV_VARS = ("NORTHWIND_ISSUER", "NORTHWIND_CREDENTIAL", "NORTHWIND_PUBLIC_URL", "NORTHWIND_POPPY_JSON")
+OPTIONAL_ENV_VARS = ("NORTHWIND_SIGNING_KEY", "NORTHWIND_DEMO_PASSWORD")
+DEFAULT_DEMO_PASSWORD = "northwind-demo"
+"""The demo accounts' password when ``NORTHWIND_DEMO_PASSWORD`` is not set (dev only)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,6 +32,10 @@ class NorthwindConfig:
         poppy: The ``poppy.json`` document Frontdoor generated for your domain, as is.
         http_client: The client the sdk reaches Frontdoor with; tests route it to a fake.
         clock: The time source (timezone-aware); the system clock if omitted.
+        signing_key: The private ES256 key login responses are signed with; its public
+            part is served at ``/.well-known/jwks.json``. Generated when omitted, which
+            only works while one process serves both.
+        demo_password: The password of both demo accounts (:data:`catalog.DEMO_ACCOUNTS`).
     """
 
     issuer: str
@@ -36,6 +44,8 @@ class NorthwindConfig:
     poppy: Mapping[str, Any]
     http_client: httpx.AsyncClient | None = None
     clock: Clock | None = None
+    signing_key: ECKey = field(default_factory=login_signing_key, repr=False)
+    demo_password: str = field(default=DEFAULT_DEMO_PASSWORD, repr=False)
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.public_url)
@@ -43,11 +53,23 @@ class NorthwindConfig:
             raise ValueError("public_url must be an origin such as https://northwind.example")
         if parts.query or parts.fragment:
             raise ValueError("public_url must have no query or fragment")
+        if not self.demo_password:
+            raise ValueError("demo_password must not be empty")
 
     @property
     def origin(self) -> str:
         """``public_url`` without a trailing slash."""
         return self.public_url.rstrip("/")
+
+    @property
+    def login_url(self) -> str:
+        """The login page Frontdoor sends users to: the tenant's ``login.url``."""
+        return f"{self.origin}/login"
+
+    @property
+    def jwks_uri(self) -> str:
+        """Where the login key is published: the tenant's ``login.jwks_uri``."""
+        return f"{self.origin}/.well-known/jwks.json"
 
     @property
     def mcp_url(self) -> str:
@@ -58,8 +80,12 @@ class NorthwindConfig:
     def from_env(cls, environ: Mapping[str, str]) -> NorthwindConfig:
         """The configuration from ``NORTHWIND_*`` environment variables (see :mod:`northwind.asgi`).
 
+        ``NORTHWIND_SIGNING_KEY`` (a private EC P-256 JWK) and ``NORTHWIND_DEMO_PASSWORD``
+        are optional: a key is generated and :data:`DEFAULT_DEMO_PASSWORD` used without them.
+
         Raises:
-            RuntimeError: If a variable is missing or ``poppy.json`` is not a JSON object.
+            RuntimeError: If a variable is missing, ``poppy.json`` is not a JSON object or
+                the signing key is not a private EC P-256 JWK.
         """
         missing = [name for name in ENV_VARS if not environ.get(name)]
         if missing:
@@ -72,4 +98,19 @@ class NorthwindConfig:
             credential=environ["NORTHWIND_CREDENTIAL"],
             public_url=environ["NORTHWIND_PUBLIC_URL"],
             poppy=poppy,
+            signing_key=_signing_key(environ.get("NORTHWIND_SIGNING_KEY")),
+            demo_password=environ.get("NORTHWIND_DEMO_PASSWORD") or DEFAULT_DEMO_PASSWORD,
         )
+
+
+def _signing_key(value: str | None) -> ECKey:
+    if not value:
+        return login_signing_key()
+    try:
+        jwk = json.loads(value)
+        if not isinstance(jwk, dict):
+            raise ValueError("not a JSON object")
+        return login_signing_key(jwk)
+    except ValueError:
+        # Never echo the value: it is a private key.
+        raise RuntimeError("NORTHWIND_SIGNING_KEY must be a private EC P-256 JWK (JSON)") from None

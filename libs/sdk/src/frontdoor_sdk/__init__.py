@@ -46,3 +46,29 @@ __all__ = [
     "refusal",
     "request_url",
 ]
+
+from frontdoor_sdk.jwks_cache import JwksUnavailable
+from frontdoor_sdk.login_handoff import (
+    IssuerKeySource,
+    LoginHandoffError,
+    LoginHandoffReason,
+    LoginRequest,
+    build_login_response,
+    issuer_key_source,
+    login_jwks,
+    login_signing_key,
+    verify_login_request,
+)
+
+__all__ += [
+    "IssuerKeySource",
+    "JwksUnavailable",
+    "LoginHandoffError",
+    "LoginHandoffReason",
+    "LoginRequest",
+    "build_login_response",
+    "issuer_key_source",
+    "login_jwks",
+    "login_signing_key",
+    "verify_login_request",
+]

@@ -1,43 +1,105 @@
-"""PAP Sessions: the Session grant, Session Tokens, replay caches, introspection, feedback."""
+"""PAP Sessions: the grants of the token endpoint, Session Tokens, sign-in and Account
+Tokens, Device Sign-In state, revocation and disconnect, replay caches, introspection,
+feedback."""
 
+from .account_tokens import AccountTokenRecord, find_account_token, looks_like_account_token
+from .client_auth import AuthenticatedClient, authenticate_client
+from .device_authorization import DeviceAuthorization
+from .device_flow import (
+    USER_CODE_ALPHABET,
+    DevicePoll,
+    DeviceRequest,
+    DeviceStart,
+    DeviceStore,
+    format_user_code,
+    normalize_user_code,
+)
+from .device_grant import DeviceCodeGrant
+from .disconnect import MAX_ACCOUNT_ID, disconnect_account, disconnect_agent
 from .dpop_nonce import NonceSource
 from .introspection import INACTIVE, introspect
+from .refresh_grant import RefreshGrant
 from .replay_cache import ReplayCache
 from .resource_credentials import (
     CreatedCredential,
     CredentialView,
     authenticate_credential,
     create_credential,
+    identify_credential,
     list_credentials,
     revoke_credential,
 )
-from .session_grant import GrantOutcome, GrantRefused, SessionGrant, TenantIssuer
+from .revocation import Revocation, RevocationRequest, RevocationSummary, revoke_sign_ins
+from .session_events import EventType, record_event
+from .session_grant import SessionGrant
 from .session_store import SessionRecord, create_session, end_sessions_of_agent, find_session, touch_session
+from .sign_in import SignInResult, SignInType, allowed_scopes, complete_sign_in, requested_scopes
 from .signer_cache import IssuerKeys
-from .token_request import CLIENT_ASSERTION_TYPE, JWT_BEARER, TokenRequest
+from .token_binding import TokenBinding, bind_token
+from .token_endpoint import Grant, GrantDeps, GrantOutcome, GrantRefused, OneTimeValue, TenantIssuer
+from .token_request import CLIENT_ASSERTION_TYPE, DEVICE_CODE, JWT_BEARER, REFRESH_TOKEN, TokenRequest
+from .token_response import session_token_response
 
 __all__ = [
     "CLIENT_ASSERTION_TYPE",
+    "DEVICE_CODE",
     "INACTIVE",
     "JWT_BEARER",
+    "MAX_ACCOUNT_ID",
+    "REFRESH_TOKEN",
+    "USER_CODE_ALPHABET",
+    "AccountTokenRecord",
+    "AuthenticatedClient",
     "CreatedCredential",
     "CredentialView",
+    "DeviceAuthorization",
+    "DeviceCodeGrant",
+    "DevicePoll",
+    "DeviceRequest",
+    "DeviceStart",
+    "DeviceStore",
+    "EventType",
+    "Grant",
+    "GrantDeps",
     "GrantOutcome",
     "GrantRefused",
     "IssuerKeys",
     "NonceSource",
+    "OneTimeValue",
+    "RefreshGrant",
     "ReplayCache",
+    "Revocation",
+    "RevocationRequest",
+    "RevocationSummary",
     "SessionGrant",
     "SessionRecord",
+    "SignInResult",
+    "SignInType",
     "TenantIssuer",
+    "TokenBinding",
     "TokenRequest",
+    "allowed_scopes",
+    "authenticate_client",
     "authenticate_credential",
+    "bind_token",
+    "complete_sign_in",
     "create_credential",
     "create_session",
+    "disconnect_account",
+    "disconnect_agent",
     "end_sessions_of_agent",
+    "find_account_token",
     "find_session",
+    "format_user_code",
+    "identify_credential",
     "introspect",
     "list_credentials",
+    "looks_like_account_token",
+    "normalize_user_code",
+    "record_event",
+    "requested_scopes",
     "revoke_credential",
+    "revoke_sign_ins",
+    "session_token_response",
     "touch_session",
 ]

@@ -20,7 +20,7 @@ from frontdoor_tenancy import audit
 from frontdoor_tenancy.actor import Actor
 
 __all__ = ["CreatedCredential", "CredentialView", "authenticate_credential", "create_credential",
-           "list_credentials", "revoke_credential"]
+           "identify_credential", "list_credentials", "revoke_credential"]
 
 _SHAPE = re.compile(r"^fdrs_[A-Za-z0-9]{8}_[A-Za-z0-9_-]{43}$")
 
@@ -110,6 +110,20 @@ async def authenticate_credential(conn: asyncpg.Connection, tenant_id: str, pres
         _trusted.clear()
     _trusted[(tenant_id, digest)] = time.monotonic()
     return True
+
+
+async def identify_credential(conn: asyncpg.Connection, tenant_id: str, presented: str) -> str | None:
+    """The ID of the live credential ``presented`` of this tenant, or None (no in-process trust).
+
+    For rare, audited calls (disconnect), where the audit row names the credential.
+    """
+    if not _SHAPE.match(presented):
+        return None
+    row = await conn.fetchrow(
+        "UPDATE resource_credentials SET last_used_at = now()"
+        " WHERE tenant_id = $1 AND secret_hash = $2 AND revoked_at IS NULL RETURNING id",
+        tenant_id, _hash(presented))
+    return None if row is None else str(row["id"])
 
 
 def forget_trusted_credentials() -> None:

@@ -8,7 +8,16 @@ import asyncpg
 import msgspec
 from frontdoor_core.ids import new_id
 
-__all__ = ["SessionRecord", "create_session", "end_sessions_of_agent", "find_session", "touch_session"]
+__all__ = [
+    "SessionRecord",
+    "SignedOutSession",
+    "create_session",
+    "end_sessions_of_agent",
+    "find_session",
+    "sign_in_session",
+    "sign_out_sessions",
+    "touch_session",
+]
 
 
 class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -24,6 +33,8 @@ class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
     signed_in_at: datetime | None
     account_id: str | None
     scope: str | None
+    bound_account: str | None = None
+    sign_in_id: str | None = None
 
     @property
     def live(self) -> bool:
@@ -34,7 +45,8 @@ class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
         return self.signed_in_at is not None and self.account_id is not None
 
 
-_COLS = "tenant_id, id, client_id, user_id, created_at, last_used_at, ended_at, signed_in_at, account_id, scope"
+_COLS = ("tenant_id, id, client_id, user_id, created_at, last_used_at, ended_at, signed_in_at, account_id, scope,"
+         " bound_account, sign_in_id")
 
 
 def _rec(row: asyncpg.Record) -> SessionRecord:
@@ -77,3 +89,48 @@ async def end_sessions_of_agent(conn: asyncpg.Connection, tenant_id: str, client
         tenant_id, client_id, now, reason,
     )
     return int(result.split()[-1])
+
+
+async def sign_in_session(conn: asyncpg.Connection, tenant_id: str, session_id: str, *, account_id: str, scope: str,
+                          sign_in_id: str, now: datetime) -> SessionRecord | None:
+    """Sign a live Session in to ``account_id`` (compare-and-set on the bound account).
+
+    ``bound_account`` is set by the first sign-in and never cleared; the update matches
+    only while it is unset or the same account (PAP §4.4), so two concurrent sign-ins to
+    different accounts cannot both win. None when nothing matched: the caller reads the
+    Session to tell ``invalid_session`` from ``account_mismatch``.
+    """
+    row = await conn.fetchrow(
+        "UPDATE pap_sessions SET signed_in_at = $3, account_id = $4, scope = $5, sign_in_id = $6,"
+        " bound_account = coalesce(bound_account, $4), last_used_at = greatest(last_used_at, $3)"
+        " WHERE tenant_id = $1 AND id = $2 AND ended_at IS NULL AND (bound_account IS NULL OR bound_account = $4)"
+        " RETURNING " + _COLS,
+        tenant_id, session_id, now, account_id, scope, sign_in_id,
+    )
+    return None if row is None else _rec(row)
+
+
+class SignedOutSession(msgspec.Struct, frozen=True, kw_only=True):
+    """A Session a sign-out just changed."""
+
+    id: str
+    client_id: str
+    user_id: str
+    sign_in_id: str
+
+
+async def sign_out_sessions(conn: asyncpg.Connection, tenant_id: str, sign_in_ids: list[str]) -> list[SignedOutSession]:
+    """Sign out every Session currently signed in from one of ``sign_in_ids`` (PAP §4.9).
+
+    The Sessions stay live and keep their ``bound_account``: renewal gives a signed-out
+    token and introspection answers ``signed_in: false`` from the next request on.
+    """
+    if not sign_in_ids:
+        return []
+    rows = await conn.fetch(
+        "UPDATE pap_sessions SET signed_in_at = NULL, account_id = NULL, scope = NULL"
+        " WHERE tenant_id = $1 AND sign_in_id = ANY($2::text[]) AND signed_in_at IS NOT NULL"
+        " RETURNING id, client_id, user_id, sign_in_id",
+        tenant_id, sign_in_ids,
+    )
+    return [SignedOutSession(**dict(r)) for r in rows]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import msgspec
 
-__all__ = ["CLIENT_ASSERTION_TYPE", "JWT_BEARER", "TokenRequest"]
+__all__ = ["CLIENT_ASSERTION_TYPE", "DEVICE_CODE", "JWT_BEARER", "REFRESH_TOKEN", "TokenRequest"]
 
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+DEVICE_CODE = "urn:ietf:params:oauth:grant-type:device_code"
+REFRESH_TOKEN = "refresh_token"
 CLIENT_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 
 
@@ -26,5 +28,7 @@ class TokenRequest(msgspec.Struct, frozen=True, kw_only=True):
     session_id: str | None = None
     resource: str | None = None
     scope: str | None = None
+    device_code: str | None = None
+    refresh_token: str | None = None
     dpop: tuple[str, ...] = ()
     client_address: str = "unknown"

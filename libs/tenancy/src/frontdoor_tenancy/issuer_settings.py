@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import asyncpg
 import msgspec
 from frontdoor_core.errors import Conflict, Invalid, NotFound
+from frontdoor_protocol.login_handoff import login_public_key
 
 __all__ = [
     "BUILTIN_SCOPES",
     "ApiEntry",
     "IssuerSettings",
+    "LoginConnection",
     "SignInType",
     "StoredIssuerSettings",
     "default_settings",
@@ -55,6 +57,22 @@ class ApiEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     supports_dpop: bool = True
 
 
+class LoginConnection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Where the company's users sign in, and how its login responses are signed (ADR 0002).
+
+    Attributes:
+        url: The company's login page; Frontdoor sends the browser to ``url?request=<JWT>``.
+            HTTPS (loopback ``http`` in development), no query or fragment.
+        jwks_uri: The company's JWKS on the login page's host, fetched and cached briefly.
+        public_jwk: Or the one public EC P-256 key (with its ``kid``) the responses are
+            signed with. Exactly one of ``jwks_uri`` and ``public_jwk``.
+    """
+
+    url: str
+    jwks_uri: str | None = None
+    public_jwk: dict[str, Any] | None = None
+
+
 class IssuerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """What ``GET/PUT /api/v1/issuer`` reads and writes."""
 
@@ -70,6 +88,10 @@ class IssuerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     sessions_per_agent_per_minute: int = 60
     token_requests_per_network_per_minute: int = 600
     agent_rate_overrides: dict[str, int] = msgspec.field(default_factory=dict)
+    # A refresh returns a new Account Token and retires the old one (PAP §4.8); reusing a
+    # retired token then revokes its whole sign-in.
+    rotate_account_tokens: bool = True
+    login: LoginConnection | None = None
 
     def all_scopes(self) -> dict[str, str]:
         """Built-in and custom scopes with descriptions."""
@@ -160,9 +182,32 @@ def validate_settings(s: IssuerSettings, *, dev: bool = False) -> IssuerSettings
         errors["agent_rate_overrides"] = "at most 1000 agents, each 1 to 100000 Sessions per minute"
     if not MIN_SESSION_LIFETIME_S <= s.session_lifetime_s <= MAX_SESSION_LIFETIME_S:
         errors["session_lifetime_s"] = "must be between 300 (5 minutes) and 86400 (24 hours)"
+    if s.login is not None:
+        errors.update(_login_errors(s.login, dev=dev))
     if errors:
         raise Invalid("invalid_settings", "The issuer settings are not valid.", fields=errors)
     return msgspec.structs.replace(s, organization_name=name)
+
+
+def _login_errors(login: LoginConnection, *, dev: bool) -> dict[str, str]:
+    """Problems of the ``login`` setting by field (ADR 0002, "The login handoff")."""
+    errors: dict[str, str] = {}
+    url_ok = _url_ok(login.url, dev=dev) and not urlsplit(login.url).query
+    if not url_ok:
+        errors["login.url"] = "must be an https:// URL without credentials, query or fragment"
+    if (login.jwks_uri is None) == (login.public_jwk is None):
+        errors["login"] = "set exactly one of jwks_uri and public_jwk"
+    if login.jwks_uri is not None:
+        if not _url_ok(login.jwks_uri, dev=dev):
+            errors["login.jwks_uri"] = "must be an https:// URL without credentials or fragment"
+        elif url_ok and urlsplit(login.jwks_uri).hostname != urlsplit(login.url).hostname:
+            errors["login.jwks_uri"] = "must be on the login page's host"
+    if login.public_jwk is not None:
+        try:
+            login_public_key(login.public_jwk)
+        except ValueError as exc:
+            errors["login.public_jwk"] = str(exc)
+    return errors
 
 
 async def insert_settings(conn: asyncpg.Connection, tenant_id: str, settings: IssuerSettings) -> None:

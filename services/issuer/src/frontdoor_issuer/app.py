@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from frontdoor_core.clock import Clock
@@ -19,15 +21,40 @@ from frontdoor_httpkit import (
     health_routes,
 )
 from frontdoor_identity import AgentDirectory
-from frontdoor_sessions import IssuerKeys, NonceSource, SessionGrant
+from frontdoor_sessions import (
+    DeviceAuthorization,
+    DeviceCodeGrant,
+    DeviceStore,
+    GrantDeps,
+    IssuerKeys,
+    NonceSource,
+    RefreshGrant,
+    Revocation,
+    SessionGrant,
+)
 from frontdoor_tenancy.credentials.key_encryption import Kek
 from litestar import Litestar, Request, Response
+from litestar.config.csrf import CSRFConfig
+from litestar.contrib.jinja import JinjaTemplateEngine
 from litestar.exceptions import HTTPException, NotFoundException
+from litestar.static_files import create_static_files_router
+from litestar.template.config import TemplateConfig
 
 from .context import IssuerContext, nonce_secret
-from .http import discovery, feedback, introspect, token
+from .http import (
+    account_disconnect,
+    device_authorization,
+    device_pages,
+    discovery,
+    feedback,
+    introspect,
+    revoke,
+    token,
+)
 
 __all__ = ["create_app"]
+
+_HERE = Path(__file__).parent
 
 
 def _protocol_error(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, str]]:
@@ -54,9 +81,18 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
                                                            allowlist=settings.allowlist()))
         directory = AgentDirectory(the_fetcher, rt.clock)
         keys = IssuerKeys(Kek.from_env_value(settings.kek))
-        grant = SessionGrant(pool=rt.pool, redis=rt.redis, directory=directory, keys=keys,
-                             nonces=NonceSource(nonce_secret(settings)), clock=rt.clock)
-        app.state.ctx = IssuerContext(runtime=rt, keys=keys, grant=grant, directory=directory)
+        deps = GrantDeps(pool=rt.pool, redis=rt.redis, directory=directory, keys=keys,
+                         nonces=NonceSource(nonce_secret(settings)), clock=rt.clock)
+        grant = SessionGrant(deps)
+        device_store = DeviceStore(rt.redis, clock=rt.clock)
+        app.state.ctx = IssuerContext(runtime=rt, keys=keys, grant=grant, directory=directory,
+                                      devices=device_store, kek=Kek.from_env_value(settings.kek),
+                                      fetcher=the_fetcher)
+        # One grant per type; the token endpoint dispatches on grant_type.
+        app.state.grants = {g.grant_type: g for g in (grant, DeviceCodeGrant(deps, device_store), RefreshGrant(deps))}
+        app.state.device_store = device_store
+        app.state.device_authorization = DeviceAuthorization(deps, device_store)
+        app.state.revocation = Revocation(deps)
         app.state.pool = rt.pool
         app.state.redis = rt.redis
         try:
@@ -68,12 +104,25 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
     configure_tracing("frontdoor-issuer", otlp_endpoint=settings.otel_exporter_otlp_endpoint)
     return Litestar(
         route_handlers=[*health_routes("issuer"), *discovery.routes, token.token, introspect.introspection,
-                        feedback.feedback],
+                        feedback.feedback, device_authorization.device_authorization, revoke.revoke,
+                        account_disconnect.account_disconnect, *device_pages.routes,
+                        create_static_files_router(path="/_static", directories=[_HERE / "static"],
+                                                   include_in_schema=False)],
         lifespan=[lifespan],
         exception_handlers={HTTPException: _protocol_error, Exception: _protocol_error},
         middleware=[RequestIdMiddleware, TracingMiddleware,
                     lambda app: SecurityHeadersMiddleware(app, hsts=not settings.is_dev)],
         request_max_body_size=settings.max_body_bytes,
+        template_config=TemplateConfig(directory=_HERE / "templates", engine=JinjaTemplateEngine),
+        # Forms on Frontdoor's own pages carry CSRF tokens; protocol endpoints authenticate
+        # otherwise (client assertions, DPoP, credentials) and the login callback is bound
+        # to the browser's flow cookie and a signed, one-use answer.
+        csrf_config=CSRFConfig(
+            secret=hashlib.sha256(b"frontdoor/issuer-csrf/v1\x00" + settings.kek.encode()).hexdigest(),
+            cookie_secure=not settings.is_dev, cookie_httponly=True, cookie_samesite="lax",
+            exclude=[r"^/[^/]+/oauth/", r"^/[^/]+/feedback$", r"^/[^/]+/accounts/", r"^/[^/]+/login/callback$",
+                     r"/\.well-known/", r"^/healthz$", r"^/readyz$"],
+        ),
         openapi_config=None,
         debug=False,
     )

@@ -27,6 +27,9 @@ class IssuerContext:
     keys: IssuerKeys
     grant: SessionGrant
     directory: Any
+    devices: Any = None
+    kek: Any = None
+    fetcher: Any = None
     _tenants: dict[str, tuple[float, TenantIssuer | None]] = field(default_factory=dict)
 
     @property

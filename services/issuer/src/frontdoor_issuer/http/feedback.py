@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from frontdoor_core.errors import Unavailable
-from frontdoor_protocol.errors import ProtocolError, Surface
 from frontdoor_identity import get_agent_policy, is_allowed
+from frontdoor_protocol.errors import ProtocolError, Surface
 from frontdoor_protocol.resource_request import MissingToken, verify_resource_request
 from frontdoor_protocol.strict_json import MalformedJSON, loads
 from frontdoor_sessions import ReplayCache, find_session

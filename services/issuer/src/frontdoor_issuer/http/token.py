@@ -1,12 +1,18 @@
-"""``POST {issuer}/oauth/token``: the token endpoint (only the Session grant for now)."""
+"""``POST {issuer}/oauth/token``: the token endpoint, dispatching to one grant per type.
+
+Grants (each its own module in ``frontdoor_sessions``): jwt-bearer (Sessions, PAP §4.2),
+device_code (Device Sign-In, PAP §4.6) and refresh_token (Account Tokens, PAP §4.8).
+Every answer, success or refusal, carries ``Cache-Control: no-store``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from frontdoor_core.errors import Unavailable
 from frontdoor_protocol.errors import ProtocolError
-from frontdoor_sessions import GrantRefused, TokenRequest
+from frontdoor_sessions import Grant, GrantRefused, TokenRequest
 from litestar import Request, Response, post
 from litestar.datastructures import State
 from litestar.params import FromPath
@@ -28,15 +34,23 @@ async def token(slug: FromPath[str], request: Request[Any, Any, Any], state: Sta
         form = await read_form(request)
     except ProtocolError as exc:
         return oauth_error(exc)
+    grants: Mapping[str, Grant] = state.grants
+    grant_type = form.get("grant_type")
+    if grant_type is None:
+        return oauth_error(ProtocolError("invalid_request", "grant_type is required."))
+    grant = grants.get(grant_type)
+    if grant is None:
+        return oauth_error(ProtocolError("unsupported_grant_type", "This grant type is not supported here."))
     req = TokenRequest(
-        grant_type=form.get("grant_type"), client_id=form.get("client_id"),
+        grant_type=grant_type, client_id=form.get("client_id"),
         client_assertion_type=form.get("client_assertion_type"), client_assertion=form.get("client_assertion"),
         assertion=form.get("assertion"), session_id=form.get("session_id"), resource=form.get("resource"),
-        scope=form.get("scope"), dpop=tuple(request.headers.getall("dpop", [])),
+        scope=form.get("scope"), device_code=form.get("device_code"), refresh_token=form.get("refresh_token"),
+        dpop=tuple(request.headers.getall("dpop", [])),
         client_address=request.client.host if request.client else "unknown",
     )
     try:
-        outcome = await ctx.grant.issue(tenant, req)
+        outcome = await grant.issue(tenant, req)
     except GrantRefused as exc:
         return oauth_error(exc.error, exc.headers)
     except Unavailable as exc:

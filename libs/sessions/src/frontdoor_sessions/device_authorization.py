@@ -1,0 +1,76 @@
+"""``POST {issuer}/oauth/device``: start a Device Sign-In (PAP §4.6, RFC 8628 §3.1-3.2).
+
+Client-authenticated like the token endpoint (no DPoP: nothing is issued here). The
+``scope`` is required and must be offered for Device Sign-In (``invalid_scope``,
+PAP-4.4-02). The answer carries the device code (for the agent only), the user code,
+the verification links on the issuer's own host (PAP-4.6-02), ``expires_in`` and
+``interval``. Opening the links approves nothing (PAP-4.6-01).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from frontdoor_identity import get_agent_policy, is_allowed
+from frontdoor_protocol.errors import ProtocolError
+from frontdoor_protocol.scopes import format_scope
+
+from .client_auth import authenticate_client
+from .device_flow import DeviceStore
+from .sign_in import allowed_scopes, requested_scopes
+from .token_endpoint import GrantDeps, GrantOutcome, GrantRefused, TenantIssuer
+from .token_request import TokenRequest
+
+__all__ = ["DeviceAuthorization"]
+
+
+class DeviceAuthorization:
+    """Starts Device Sign-Ins for every tenant; one instance per process."""
+
+    def __init__(self, deps: GrantDeps, store: DeviceStore) -> None:
+        self._deps = deps
+        self._store = store
+
+    async def start(self, tenant: TenantIssuer, req: TokenRequest) -> GrantOutcome:
+        """Validate, then answer the device authorization response.
+
+        ``req`` carries the form's ``client_id``, ``client_assertion(_type)`` and ``scope``.
+
+        Raises:
+            GrantRefused: any refusal (``invalid_client``, ``invalid_scope``, ``unauthorized_client``...).
+            Unavailable: Redis cannot answer (fail closed, 503).
+        """
+        try:
+            return await self._start(tenant, req)
+        except ProtocolError as exc:
+            raise GrantRefused(exc) from None
+
+    async def _start(self, tenant: TenantIssuer, req: TokenRequest) -> GrantOutcome:
+        d = self._deps
+        now_dt = d.clock()
+        now = int(now_dt.timestamp())
+        await d.limit_network(tenant, req.client_address)
+        auth = await authenticate_client(d.directory, tenant_id=tenant.tenant_id, issuer=tenant.issuer,
+                                         client_id=req.client_id, assertion_type=req.client_assertion_type,
+                                         assertion=req.client_assertion, now=now)
+        allowed = allowed_scopes(tenant.settings, "device")
+        if not allowed:
+            raise ProtocolError("unauthorized_client", "Device Sign-In is not offered here.")
+        scope = format_scope(requested_scopes(req.scope, allowed))
+        await d.claim_once([auth.one_time])
+        await d.limit_agent(tenant, auth.client_id)
+        async with d.pool.acquire() as conn:
+            policy = await get_agent_policy(conn, tenant.tenant_id, client_id=auth.client_id)
+        if not is_allowed(policy, auth.client_id):
+            raise ProtocolError("unauthorized_client", "This agent may not sign in here.")
+        started = await self._store.start(tenant.tenant_id, client_id=auth.client_id, scope=scope, now=now_dt)
+        verification_uri = f"{tenant.issuer}/device"
+        body: dict[str, Any] = {
+            "device_code": started.device_code,
+            "user_code": started.user_code,
+            "verification_uri": verification_uri,
+            "verification_uri_complete": f"{verification_uri}?user_code={started.user_code}",
+            "expires_in": started.expires_in,
+            "interval": started.interval,
+        }
+        return GrantOutcome(body=body, headers={})
