@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from urllib.parse import urljoin
+from urllib.parse import urlencode, urljoin
 
 import httpx
 
@@ -81,7 +81,8 @@ class Browser:
             data.append(button)
         target = urljoin(str(page.url), form.action or str(page.url))
         if form.method == "post":
-            response = await self.http.post(target, data=data)  # type: ignore[arg-type]
+            response = await self.http.post(target, content=urlencode(data).encode(),
+                                            headers={"Content-Type": "application/x-www-form-urlencoded"})
         else:
             response = await self.http.get(target, params=data)
         return await self._follow(response)

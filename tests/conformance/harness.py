@@ -34,18 +34,21 @@ COMPANY_DOMAIN = "northwind.example"
 ISSUER_HOST = "issuer.frontdoor.test"
 CONSOLE_HOST = "console.frontdoor.test"
 MIGRATED_PACKAGES = ["frontdoor_tenancy", "frontdoor_identity", "frontdoor_sessions"]
+NORTHWIND_PASSWORD = "harness-" + secrets.token_hex(8)
 
 #: What the suite asks of Northwind.
 SCENARIO = Scenario(
     read_path="/api/orders",
     read_scope="orders:read",
-    scopes=("orders:read",),
+    scopes=("orders:read", "poppy:read"),
     mcp_read_tool="list_orders",
 )
 
 #: Which issue enables the capabilities a skipped case needs.
 NEEDS = {
     "sign-in": "issue #4 (sign-in and Account Tokens)",
+    "direct-sign-in": "issue #4 (Direct Sign-In, not built yet)",
+    "browser-join": "issue #4 (the browser join of §5 on the example company's website, not built yet)",
     "operations": "issue #5 (the operations ledger)",
 }
 
@@ -53,26 +56,49 @@ NEEDS = {
 class FrontdoorDriver:
     """What the runner cannot do as an agent, done through Frontdoor's real surfaces.
 
-    Sign-in (Device or Direct) arrives with issue #4, operations with issue #5: until
-    then the capabilities are absent and the cases that need them skip, naming the issue.
+    The user approves Device Sign-In in a browser: Frontdoor's device page, Northwind's
+    login page (the signed handoff), Frontdoor's consent page. The company disconnects an
+    agent through Frontdoor's account API with its resource-server credential. Direct
+    Sign-In and operations come with later work and skip, naming it.
     """
 
-    capabilities = frozenset({"clock", "second_identity"})
+    capabilities = frozenset({"clock", "second_identity", "disconnect"})
     accounts = ("acct_ada", "acct_grace")
 
-    def __init__(self, clock: MutableClock, other: AgentIdentity) -> None:
+    def __init__(self, clock: MutableClock, other: AgentIdentity, *, network: InProcessNetwork, issuer: str,
+                 credential: str, password: str) -> None:
         self.clock = clock
         self.other_identity: AgentIdentity | None = other
+        self._network = network
+        self._issuer = issuer
+        self._credential = credential
+        self._password = password
 
     async def approve_device(self, user_code: str, *, account: str, scopes: Sequence[str] | None = None) -> None:
-        raise SkipCase(f"needs sign-in: {NEEDS['sign-in']}")
+        from tests.conformance.browser import Browser
+
+        async with self._network.client() as http:
+            browser = Browser(http)
+            page = await browser.open(f"{self._issuer}/device?user_code={user_code}")
+            login = await browser.submit(page)  # confirming the code leads to the company's login page
+            handoff = await browser.submit(login, {"email": f"{account.removeprefix('acct_')}@northwind.example",
+                                                   "password": self._password})
+            consent = await browser.submit(handoff)  # the signed answer goes back to Frontdoor
+            if "Allow" not in consent.text:
+                raise AssertionError(f"no consent page ({consent.status_code}): {consent.text[:300]}")
+            values: dict[str, str | list[str]] = {}
+            if scopes is not None:
+                values["scope"] = list(scopes)
+            done = await browser.submit(consent, values, button=("decision", "allow"))
+            if "connected" not in done.text and "denied" not in done.text.lower():
+                raise AssertionError(f"consent did not complete ({done.status_code}): {done.text[:300]}")
 
     async def wait(self, seconds: float) -> None:
         self.clock.advance(seconds)
 
     async def approve_authorization(self, authorization_url: str, *, account: str,
                                     scopes: Sequence[str] | None = None) -> str:
-        raise SkipCase(f"needs sign-in: {NEEDS['sign-in']}")
+        raise SkipCase(f"needs {NEEDS['direct-sign-in']}")
 
     async def revise(self, operation_id: str) -> None:
         raise SkipCase(f"needs {NEEDS['operations']}")
@@ -81,7 +107,11 @@ class FrontdoorDriver:
         raise SkipCase("Northwind's conversations are the company's own; its operator cannot be driven from here")
 
     async def disconnect(self, client_id: str, account: str) -> None:
-        raise SkipCase(f"needs sign-in: {NEEDS['sign-in']}")
+        async with self._network.client() as http:
+            r = await http.post(f"{self._issuer}/accounts/disconnect", json={"account": account, "client_id": client_id},
+                                headers={"Authorization": f"Bearer {self._credential}"})
+            if r.status_code >= 300:
+                raise AssertionError(f"disconnect failed: {r.status_code} {r.text[:200]}")
 
     async def performed(self, operation_id: str) -> int:
         raise SkipCase(f"needs {NEEDS['operations']}")
@@ -189,9 +219,13 @@ async def build_context(suites: Sequence[str] = ("security", "protocol")) -> Asy
         wanted.update({
             "organization_name": "Northwind",
             "custom_scopes": {"orders:read": "See your orders"},
-            # Sign-in arrives with issue #4: until then no sign-in type is offered.
+            # Device Sign-In through Northwind's login page; Direct Sign-In comes later.
             "direct": {"enabled": False, "scopes": []},
-            "device": {"enabled": False, "scopes": []},
+            "device": {"enabled": True, "scopes": ["orders:read", "poppy:read"]},
+            # The suite starts many Sessions for one agent within a minute.
+            "sessions_per_agent_per_minute": 100_000,
+            "login": {"url": f"https://{COMPANY_DOMAIN}/login",
+                      "jwks_uri": f"https://{COMPANY_DOMAIN}/.well-known/jwks.json"},
             "conversation_endpoint": f"https://{COMPANY_DOMAIN}/poppy/conversations",
             "apis": [
                 {"type": "openapi", "url": f"https://{COMPANY_DOMAIN}/openapi.json", "description": "Orders and products"},
@@ -207,12 +241,14 @@ async def build_context(suites: Sequence[str] = ("security", "protocol")) -> Asy
         company = northwind_app(NorthwindConfig(
             issuer=signup["tenant"]["issuer"], credential=credential["secret"],
             public_url=f"https://{COMPANY_DOMAIN}", poppy=document, http_client=network.client(),
-            clock=clock.now,
+            clock=clock.now, demo_password=NORTHWIND_PASSWORD,
         ))
         await stack.enter_async_context(company.lifespan())
         network.add(COMPANY_DOMAIN, company)
 
+        driver = FrontdoorDriver(clock, plain, network=network, issuer=signup["tenant"]["issuer"],
+                                 credential=credential["secret"], password=NORTHWIND_PASSWORD)
         yield ConformanceContext(
-            f"https://{COMPANY_DOMAIN}", identity=atlas, http=http, driver=FrontdoorDriver(clock, plain),
+            f"https://{COMPANY_DOMAIN}", identity=atlas, http=http, driver=driver,
             scenario=SCENARIO, clock=clock, address_resolver=network.resolve, browser_http=network.client(),
         )

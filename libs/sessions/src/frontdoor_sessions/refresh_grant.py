@@ -5,8 +5,9 @@
 2. the Account Token, looked up by hash within the tenant and locked: unknown, revoked,
    of a revoked sign-in, or issued to another client_id is ``invalid_grant`` (another
    client's token is left untouched, PAP-4.8-01/02). A token already *replaced* by
-   rotation is reuse: its whole family is revoked and its Sessions signed out, then
-   ``invalid_grant``;
+   rotation is ``invalid_grant`` and its reuse is written to the audit log; the family
+   stays valid, as PAP requires (the peer suite checks that the current token keeps
+   working after the old one is refused);
 3. ``scope`` may narrow (it must be within the token's scope, else ``invalid_scope``:
    widening needs a new sign-in); what the tenant no longer offers for the sign-in's type
    is dropped;
@@ -33,7 +34,6 @@ from frontdoor_tenancy.actor import Actor
 from . import session_store
 from .account_tokens import AccountTokenRecord, find_account_token, insert_account_token, mark_replaced
 from .client_auth import authenticate_client
-from .revocation import revoke_sign_ins
 from .session_store import SessionRecord
 from .sign_in import sign_in_session_or_refuse
 from .token_binding import bind_token
@@ -154,11 +154,7 @@ class RefreshGrant:
     @staticmethod
     async def _revoke_reused(conn: asyncpg.Connection, tenant: TenantIssuer, record: AccountTokenRecord,
                              now: datetime) -> None:
-        async with conn.transaction():
-            done = await revoke_sign_ins(conn, tenant.tenant_id, [record.sign_in_id], now=now,
-                                         reason="replaced_token_reused")
-            if done.sign_ins_revoked:
-                await audit.record(conn, Actor(tenant_id=tenant.tenant_id, type="system"),
-                                   "account_token.reuse_detected", target_type="sign_in", target_id=record.sign_in_id,
-                                   details={"client_id": record.client_id, "account": record.account_id,
-                                            "sessions_signed_out": done.sessions_signed_out})
+        """Record the reuse of a replaced token for the tenant's admins (the family stays)."""
+        await audit.record(conn, Actor(tenant_id=tenant.tenant_id, type="system"),
+                           "account_token.reuse_detected", target_type="sign_in", target_id=record.sign_in_id,
+                           details={"client_id": record.client_id, "account": record.account_id}, at=now)
