@@ -17,6 +17,7 @@ Usable outside pytest::
 
 from __future__ import annotations
 
+import itertools
 import os
 import secrets
 from collections.abc import AsyncIterator, Sequence
@@ -33,6 +34,7 @@ from tests.support.servers import start_servers
 COMPANY_DOMAIN = "northwind.example"
 ISSUER_HOST = "issuer.frontdoor.test"
 CONSOLE_HOST = "console.frontdoor.test"
+_USER_ADDRESSES = itertools.count(1)  # users' browsers, one address each
 MIGRATED_PACKAGES = ["frontdoor_tenancy", "frontdoor_identity", "frontdoor_sessions"]
 NORTHWIND_PASSWORD = "harness-" + secrets.token_hex(8)
 
@@ -42,13 +44,13 @@ SCENARIO = Scenario(
     read_scope="orders:read",
     scopes=("orders:read", "poppy:read"),
     mcp_read_tool="list_orders",
+    # Northwind's one proposal: its page is where the browser join lands (PAP §5).
 )
 
 #: Which issue enables the capabilities a skipped case needs.
 NEEDS = {
     "sign-in": "issue #4 (sign-in and Account Tokens)",
-    "direct-sign-in": "issue #4 (Direct Sign-In, not built yet)",
-    "browser-join": "issue #4 (the browser join of §5 on the example company's website, not built yet)",
+    "operation-page": "issue #5 (an operation's page, opened in the joined browser: the operations ledger)",
     "operations": "issue #5 (the operations ledger)",
 }
 
@@ -62,7 +64,7 @@ class FrontdoorDriver:
     Sign-In and operations come with later work and skip, naming it.
     """
 
-    capabilities = frozenset({"clock", "second_identity", "disconnect"})
+    capabilities = frozenset({"clock", "second_identity", "disconnect", "direct_sign_in"})
     accounts = ("acct_ada", "acct_grace")
 
     def __init__(self, clock: MutableClock, other: AgentIdentity, *, network: InProcessNetwork, issuer: str,
@@ -77,7 +79,10 @@ class FrontdoorDriver:
     async def approve_device(self, user_code: str, *, account: str, scopes: Sequence[str] | None = None) -> None:
         from tests.conformance.browser import Browser
 
-        async with self._network.client() as http:
+        # Each user approves from their own browser and address, as people do: Frontdoor
+        # limits code entries per address (20 per 5 minutes), and the suites sign in more.
+        address = "198.18.{}.{}".format(*divmod(next(_USER_ADDRESSES) % 65536, 256))
+        async with httpx.AsyncClient(transport=_NetworkTransport(self._network, address=address)) as http:
             browser = Browser(http)
             page = await browser.open(f"{self._issuer}/device?user_code={user_code}")
             login = await browser.submit(page)  # confirming the code leads to the company's login page
@@ -98,7 +103,47 @@ class FrontdoorDriver:
 
     async def approve_authorization(self, authorization_url: str, *, account: str,
                                     scopes: Sequence[str] | None = None) -> str:
-        raise SkipCase(f"needs {NEEDS['direct-sign-in']}")
+        """Direct Sign-In as the user: Frontdoor's authorization URL, Northwind's login page, the
+        handoff, Frontdoor's consent page. Answers the URL Frontdoor redirected to, on the
+        agent's host (not followed: the agent's own callback takes it from there)."""
+        from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
+
+        from tests.conformance.browser import Browser, forms
+
+        redirect_uri = parse_qs(urlsplit(authorization_url).query).get("redirect_uri", [""])[0]
+
+        def to_agent(response: httpx.Response) -> str | None:
+            location = urljoin(str(response.url), response.headers.get("location", ""))
+            sent_back = response.status_code in (302, 303) and redirect_uri
+            return location if sent_back and location.split("?")[0] == redirect_uri.split("?")[0] else None
+
+        async with self._network.client() as http:
+            browser = Browser(http)
+            first = await http.get(authorization_url)
+            refused = to_agent(first)  # a refusal goes straight back to the agent
+            if refused is not None:
+                return refused
+            if first.status_code != 303:
+                raise AssertionError(f"the authorization URL answered {first.status_code}: {first.text[:300]}")
+            login = await browser.open(urljoin(authorization_url, first.headers["location"]))
+            handoff = await browser.submit(login, {"email": f"{account.removeprefix('acct_')}@northwind.example",
+                                                   "password": self._password})
+            consent = await browser.submit(handoff)  # the signed answer goes back to Frontdoor
+            found = forms(consent.text)
+            if "Allow" not in consent.text or not found:
+                raise AssertionError(f"no consent page ({consent.status_code}): {consent.text[:300]}")
+            form = found[0]
+            fields = {k: list(v) for k, v in form.fields.items() if k}
+            if scopes is not None:
+                fields["scope"] = list(scopes)
+            data = [(k, x) for k, vs in fields.items() for x in vs] + [("decision", "allow")]
+            decided = await http.post(urljoin(str(consent.url), form.action), content=urlencode(data).encode(),
+                                      headers={"Content-Type": "application/x-www-form-urlencoded"})
+            back = to_agent(decided)
+            if back is None:
+                raise AssertionError(f"consent did not send the browser back ({decided.status_code}): "
+                                     f"{decided.text[:300]}")
+            return back
 
     async def revise(self, operation_id: str) -> None:
         raise SkipCase(f"needs {NEEDS['operations']}")
@@ -133,14 +178,15 @@ class _StaticTxt:
 class _NetworkTransport(httpx.AsyncBaseTransport):
     """Frontdoor's outbound client on the in-process network (agent metadata, publish checks)."""
 
-    def __init__(self, network: InProcessNetwork) -> None:
+    def __init__(self, network: InProcessNetwork, *, address: str = "127.0.0.1") -> None:
         self._network = network
+        self._client = (address, 443)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         app = self._network.apps.get(request.url.host or "")
         if request.url.scheme != "https" or app is None:
             raise httpx.ConnectError(f"{request.url.host} is not on the network", request=request)
-        return await httpx.ASGITransport(app=app).handle_async_request(request)
+        return await httpx.ASGITransport(app=app, client=self._client).handle_async_request(request)
 
 
 async def _expect(response: httpx.Response, status: int) -> Any:
@@ -219,14 +265,16 @@ async def build_context(suites: Sequence[str] = ("security", "protocol")) -> Asy
         wanted.update({
             "organization_name": "Northwind",
             "custom_scopes": {"orders:read": "See your orders"},
-            # Device Sign-In through Northwind's login page; Direct Sign-In comes later.
-            "direct": {"enabled": False, "scopes": []},
+            # Device and Direct Sign-In through Northwind's login page; the suite uses Device
+            # (the driver's approve_authorization serves a company without it).
+            "direct": {"enabled": True, "scopes": ["orders:read", "poppy:read"]},
             "device": {"enabled": True, "scopes": ["orders:read", "poppy:read"]},
             # The suite starts many Sessions for one agent within a minute.
             "sessions_per_agent_per_minute": 100_000,
             "login": {"url": f"https://{COMPANY_DOMAIN}/login",
                       "jwks_uri": f"https://{COMPANY_DOMAIN}/.well-known/jwks.json"},
             "conversation_endpoint": f"https://{COMPANY_DOMAIN}/poppy/conversations",
+            "browser_session_endpoint": f"https://{COMPANY_DOMAIN}/poppy/browser",
             "apis": [
                 {"type": "openapi", "url": f"https://{COMPANY_DOMAIN}/openapi.json", "description": "Orders and products"},
                 {"type": "mcp", "url": f"https://{COMPANY_DOMAIN}/mcp", "description": "Product search",

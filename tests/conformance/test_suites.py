@@ -21,8 +21,7 @@ pytestmark = pytest.mark.conformance
 #: Cases that need what a later issue brings, and that issue.
 EXPECTED_SKIPS: dict[str, str] = {
     "protocol.extension-required-company": NEEDS["operations"],
-    "lifecycle.browser-joins-session": NEEDS["browser-join"],
-    "lifecycle.browser-assertion-refused": NEEDS["browser-join"],
+    "lifecycle.browser-joins-session": NEEDS["operation-page"],
 }
 
 

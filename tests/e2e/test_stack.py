@@ -3,14 +3,20 @@
 Runs ``python -m frontdoor_devstack.run`` (embedded PostgreSQL and Redis, the console and
 issuer under granian, the Celery worker and beat) with short domain timings and a local
 DNS server, then onboards a company using only HTTP, watches the scheduled check suspend
-the domain once its record is gone, and stops the stack with SIGTERM: nothing may be left
-running.
+the domain once its record is gone, plays a whole Device Sign-In (an agent built on httpx
+and joserfc, a person in a browser at Frontdoor's pages and Northwind's login page, a
+disconnect through the management API), and stops the stack with SIGTERM: nothing may be
+left running.
 """
 
 from __future__ import annotations
 
+import html
+import importlib.util
+import json
 import os
 import queue
+import re
 import signal
 import socket
 import subprocess
@@ -21,10 +27,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import Any
+from urllib.parse import urlencode, urljoin
 
 import httpx
 import pytest
 
+from tests.conformance.browser import forms
 from tests.conftest import unique
 from tests.support.dns_server import LocalDNS
 
@@ -113,6 +123,18 @@ def test_banner_prints_urls_and_demo_credentials(stack: Stack) -> None:
     assert stack.console in text and stack.issuer in text
     assert "admin email" in text and "API key         fdk_" in text
     assert "DEV MODE" in text
+    assert "ada@northwind.example" in text and "grace@northwind.example" in text
+    assert f"password {northwind_password(stack)}" in text
+
+
+def test_the_demo_tenant_offers_device_sign_in_through_northwinds_login(stack: Stack) -> None:
+    meta = httpx.get(f"{stack.issuer}/.well-known/oauth-authorization-server/demo").json()
+    assert meta["device_authorization_endpoint"] == f"{stack.issuer}/demo/oauth/device"
+    settings = httpx.get(f"{stack.console}/api/v1/issuer", headers=demo_auth(stack)).json()["settings"]
+    assert settings["device"] == {"enabled": True, "scopes": ["orders:read", "poppy:read"]}
+    assert settings["login"]["url"] == f"{stack.northwind}/login"
+    assert settings["login"]["jwks_uri"] == f"{stack.northwind}/.well-known/jwks.json"
+    assert httpx.get(settings["login"]["jwks_uri"]).json()["keys"][0]["kty"] == "EC"
 
 
 def test_health_and_readiness(stack: Stack) -> None:
@@ -166,6 +188,173 @@ def test_onboarding_over_http_and_scheduled_suspension(stack: Stack, dns_e2e: Lo
         time.sleep(0.5)
     state = httpx.get(f"{stack.console}/api/v1/domains/{domain}", headers={"Authorization": f"Bearer {key}"}).json()
     assert state["status"] == "suspended"
+
+
+# --- Device Sign-In over sockets --------------------------------------------------------
+
+
+def demo_credentials(stack: Stack) -> dict[str, Any]:
+    return dict(json.loads((stack.data_dir / "demo-credentials.json").read_text()))
+
+
+def demo_auth(stack: Stack) -> dict[str, str]:
+    return {"Authorization": f"Bearer {demo_credentials(stack)['api_key']}"}
+
+
+def northwind_password(stack: Stack) -> str:
+    match = re.search(r"ada@northwind\.example\s+password (\S+)", "".join(stack.output))
+    assert match, "".join(stack.output)
+    return match.group(1)
+
+
+def play_agent_module() -> ModuleType:
+    """scripts/play_agent.py, the agent the README tells people to run (httpx + joserfc)."""
+    spec = importlib.util.spec_from_file_location("play_agent", ROOT / "scripts" / "play_agent.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Browser:
+    """A person's browser: keeps cookies, follows redirects, submits the page's forms."""
+
+    def __init__(self) -> None:
+        self.http = httpx.Client(follow_redirects=True, timeout=10)
+
+    def submit(self, page: httpx.Response, values: dict[str, str] | None = None,
+               button: tuple[str, str] | None = None) -> httpx.Response:
+        found = forms(page.text)
+        assert found, f"no form on {page.url} ({page.status_code}): {page.text[:300]}"
+        form = found[0]
+        fields = {k: v for k, v in form.fields.items() if k}
+        fields.update({k: [v] for k, v in (values or {}).items()})
+        data = [(k, x) for k, xs in fields.items() for x in xs] + ([button] if button else [])
+        return self.http.post(urljoin(str(page.url), html.unescape(form.action)), content=urlencode(data).encode(),
+                              headers={"Content-Type": "application/x-www-form-urlencoded"})
+
+    def approve_device(self, link: str, email: str, password: str) -> httpx.Response:
+        """Open the agent's link, confirm the code, sign in at Northwind, allow."""
+        page = self.http.get(link)
+        assert page.status_code == 200 and "frame-ancestors 'none'" in page.headers["content-security-policy"]
+        login = self.submit(page)  # confirming the code leads to the company's login page
+        assert login.status_code == 200 and 'name="password"' in login.text, login.text[:300]
+        consent = self.submit(login, {"email": email, "password": password})
+        if 'id="handoff"' in consent.text:  # no JavaScript here: press Continue
+            consent = self.submit(consent)
+        assert consent.status_code == 200 and "Allow" in consent.text, consent.text[:300]
+        return self.submit(consent, button=("decision", "allow"))
+
+
+def test_device_sign_in_end_to_end_then_disconnect(stack: Stack) -> None:
+    play = play_agent_module()
+    agent = play.Agent(name="E2E Agent")
+    try:
+        with httpx.Client(timeout=10) as http:
+            issuer, meta = play.discover(http, stack.northwind)
+            assert issuer == f"{stack.issuer}/demo"
+            token_endpoint = meta["token_endpoint"]
+            r = agent.token(http, issuer, token_endpoint, {"grant_type": play.JWT_BEARER,
+                                                           "assertion": agent.session_assertion(issuer, "e2e-user")})
+            assert r.status_code == 200, r.text
+            session_id = r.json()["session_id"]
+            signed_out = r.json()["access_token"]
+            assert agent.call(http, "GET", f"{stack.northwind}/api/orders", signed_out).status_code == 403
+
+            r = http.post(meta["device_authorization_endpoint"], data={**agent.client_auth(issuer),
+                                                                       "scope": "orders:read"})
+            assert r.status_code == 200, r.text
+            device = r.json()
+            assert device["verification_uri"] == f"{issuer}/device"
+
+            def poll() -> httpx.Response:
+                return agent.token(http, issuer, token_endpoint, {"grant_type": play.DEVICE_CODE,
+                                                                  "device_code": device["device_code"],
+                                                                  "session_id": session_id})
+
+            assert poll().json()["error"] == "authorization_pending"
+            done = Browser().approve_device(device["verification_uri_complete"], "ada@northwind.example",
+                                            northwind_password(stack))
+            assert done.status_code == 200 and "connected" in done.text, done.text[:300]
+
+            deadline = time.monotonic() + 60
+            while True:
+                time.sleep(device["interval"] + 0.5)
+                r = poll()
+                if r.status_code == 200 or r.json()["error"] not in ("authorization_pending", "slow_down"):
+                    break
+                assert time.monotonic() < deadline
+            assert r.status_code == 200, r.text
+            signed = r.json()
+            assert signed["signed_in"] is True and signed["scope"] == "orders:read"
+            assert signed["session_id"] == session_id and signed["refresh_token"]
+            token = signed["access_token"]
+
+            orders = agent.call(http, "GET", f"{stack.northwind}/api/orders", token)
+            assert orders.status_code == 200, orders.text
+            assert [o["order_id"] for o in orders.json()] == ["ord_10391", "ord_10248"]  # Ada's, newest first
+
+            # Ada sees the agent on Northwind's own page.
+            ada = Browser()
+            page = ada.submit(ada.http.get(f"{stack.northwind}/account/agents"),
+                              {"email": "ada@northwind.example", "password": northwind_password(stack)})
+            assert "E2E Agent" in page.text, page.text[:500]
+
+            r = httpx.post(f"{stack.console}/api/v1/accounts/acct_ada/disconnect", headers=demo_auth(stack))
+            assert r.status_code == 200, r.text
+            assert r.json()["sessions_signed_out"] == 1 and r.json()["tokens_revoked"] == 1
+
+            after = agent.call(http, "GET", f"{stack.northwind}/api/orders", token)
+            assert after.status_code == 403, after.text
+            assert 'error="sign_in_required"' in after.headers["www-authenticate"]
+            assert "E2E Agent" not in ada.http.get(f"{stack.northwind}/account/agents").text
+            refresh = agent.token(http, issuer, token_endpoint, {"grant_type": "refresh_token",
+                                                                 "refresh_token": signed["refresh_token"]})
+            assert refresh.status_code == 400 and refresh.json()["error"] == "invalid_grant"
+    finally:
+        agent.close()
+    # Nothing secret reached any process's log file (issuer, console, Northwind, worker, beat).
+    logs = "".join(f.read_text(errors="replace") for f in (stack.data_dir / "logs").glob("*.log"))
+    secret = {"device code": device["device_code"], "user code": device["user_code"],
+              "user code (typed)": device["user_code"].replace("-", ""), "Session Token": signed_out,
+              "signed-in Session Token": token, "Account Token": signed["refresh_token"],
+              "password": northwind_password(stack)}
+    assert not [name for name, value in secret.items() if value in logs]
+
+
+def test_the_readme_agent_script_signs_in_and_notices_the_disconnect(stack: Stack) -> None:
+    """``scripts/play_agent.py`` as the README runs it, with Grace in the browser."""
+    proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "play_agent.py"), "--company", stack.northwind,
+                             "--every", "1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out: list[str] = []
+    q: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_pump, args=(proc.stdout, q, out), daemon=True).start()
+
+    def wait_for(text: str, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = q.get(timeout=0.5)
+            except queue.Empty:
+                line = ""
+            if text in line:
+                return line
+            assert proc.poll() is None or not q.empty(), "".join(out)
+            assert time.monotonic() < deadline, "".join(out)
+
+    try:
+        link = wait_for("/device?user_code=").strip()
+        done = Browser().approve_device(link, "grace@northwind.example", northwind_password(stack))
+        assert "connected" in done.text
+        assert "1 orders: ord_10307 (processing)" in wait_for("GET /api/orders -> 200")
+        r = httpx.post(f"{stack.console}/api/v1/accounts/acct_grace/disconnect", headers=demo_auth(stack))
+        assert r.status_code == 200 and r.json()["sessions_signed_out"] == 1
+        wait_for("Signed out: the account disconnected this agent.")
+        assert proc.wait(timeout=30) == 0, "".join(out)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def _processes_mentioning(text: str) -> list[str]:

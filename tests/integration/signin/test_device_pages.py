@@ -137,3 +137,17 @@ async def test_a_login_answer_needs_the_browser_that_asked(console: AsyncTestCli
     other = await issuer.post(f"/{tenant.slug}/login/callback", data={"response": response}, follow_redirects=False)
     assert other.status_code == 400
     assert "fd_flow" not in other.headers.get("set-cookie", "")
+
+
+async def test_guessing_codes_is_answered_with_a_429_page(console: AsyncTestClient[Any], issuer: AsyncTestClient[Any],
+                                                         tenant: TenantHandle, clock: Any, store: Any) -> None:
+    await setup(console, issuer, tenant, clock, store)
+    issuer.cookies.clear()
+    page = await issuer.get(f"/{tenant.slug}/device")
+    statuses = []
+    for _ in range(12):  # the requester may miss 10 times a minute
+        r = await issuer.post(f"/{tenant.slug}/device", data={"user_code": "BBBB-BBBB", "_csrf_token": csrf(page.text)})
+        statuses.append(r.status_code)
+    assert statuses[0] == 400 and statuses[-1] == 429, statuses
+    assert int(r.headers["retry-after"]) > 0 and "Too many codes" in r.text
+    assert "frame-ancestors 'none'" in r.headers["content-security-policy"]

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 import httpx
 from frontdoor_sdk import (
+    BrowserJoin,
     FrontdoorMiddleware,
     FrontdoorVerifier,
     issuer_key_source,
@@ -34,6 +35,8 @@ from litestar.types import Receive, Scope, Send
 from mcp.server.mcpserver import MCPServer
 
 from northwind import catalog
+from northwind.account_page import account_router
+from northwind.browser import browser_router
 from northwind.catalog import Order, Product
 from northwind.config import NorthwindConfig
 from northwind.conversations import conversation_router
@@ -112,6 +115,8 @@ def create_app(config: NorthwindConfig) -> Litestar:
     clock = config.clock or (lambda: datetime.now(UTC))
     verifier = FrontdoorVerifier(config.issuer, config.credential, http=config.http_client, clock=config.clock)
     mcp_server = build_mcp_server()
+    # Agents' browsers join their Sessions here (PAP §5); Frontdoor checks the assertions.
+    browser = BrowserJoin(config.issuer, config.credential, http=config.http_client)
     # The login page fetches the issuer's JWKS to verify login requests.
     login_http = config.http_client or httpx.AsyncClient(timeout=5.0, follow_redirects=False)
     issuer_keys = issuer_key_source(config.issuer, login_http, clock=clock)
@@ -119,7 +124,7 @@ def create_app(config: NorthwindConfig) -> Litestar:
     @asynccontextmanager
     async def lifespan(_: Litestar) -> AsyncIterator[None]:
         try:
-            async with verifier, mcp_server.session_manager.run():
+            async with verifier, browser, mcp_server.session_manager.run():
                 yield
         finally:
             if config.http_client is None:
@@ -142,6 +147,8 @@ def create_app(config: NorthwindConfig) -> Litestar:
             _mcp_metadata(config),
             conversation_router(clock),
             login_router(config, issuer_keys, clock),
+            browser_router(browser),  # agents' browsers (PAP §5)
+            account_router(config),  # the customer's connected agents
         ],
         middleware=[frontdoor],
         lifespan=[lifespan],

@@ -47,6 +47,14 @@ __all__ = [
     "request_url",
 ]
 
+from frontdoor_sdk.browser_join import (
+    BROWSER_COOKIE,
+    BrowserAnswer,
+    BrowserJoin,
+    BrowserSession,
+    BrowserStateUnavailable,
+    BrowserView,
+)
 from frontdoor_sdk.jwks_cache import JwksUnavailable
 from frontdoor_sdk.login_handoff import (
     IssuerKeySource,
@@ -71,4 +79,13 @@ __all__ += [
     "login_jwks",
     "login_signing_key",
     "verify_login_request",
+]
+
+__all__ += [
+    "BROWSER_COOKIE",
+    "BrowserAnswer",
+    "BrowserJoin",
+    "BrowserSession",
+    "BrowserStateUnavailable",
+    "BrowserView",
 ]

@@ -1,8 +1,10 @@
 """PAP Sessions: the grants of the token endpoint, Session Tokens, sign-in and Account
-Tokens, Device Sign-In state, revocation and disconnect, replay caches, introspection,
+Tokens, Device Sign-In state, Direct Sign-In codes, revocation and disconnect, replay caches, introspection,
 feedback."""
 
 from .account_tokens import AccountTokenRecord, find_account_token, looks_like_account_token
+from .authorization_code_grant import AuthorizationCodeGrant, s256_challenge
+from .authorization_codes import CODE_LIFETIME_S, AuthorizationCodeStore, CodeTake, IssuedCode
 from .client_auth import AuthenticatedClient, authenticate_client
 from .device_authorization import DeviceAuthorization
 from .device_flow import (
@@ -37,11 +39,20 @@ from .sign_in import SignInResult, SignInType, allowed_scopes, complete_sign_in,
 from .signer_cache import IssuerKeys
 from .token_binding import TokenBinding, bind_token
 from .token_endpoint import Grant, GrantDeps, GrantOutcome, GrantRefused, OneTimeValue, TenantIssuer
-from .token_request import CLIENT_ASSERTION_TYPE, DEVICE_CODE, JWT_BEARER, REFRESH_TOKEN, TokenRequest
+from .token_request import (
+    AUTHORIZATION_CODE,
+    CLIENT_ASSERTION_TYPE,
+    DEVICE_CODE,
+    JWT_BEARER,
+    REFRESH_TOKEN,
+    TokenRequest,
+)
 from .token_response import session_token_response
 
 __all__ = [
+    "AUTHORIZATION_CODE",
     "CLIENT_ASSERTION_TYPE",
+    "CODE_LIFETIME_S",
     "DEVICE_CODE",
     "INACTIVE",
     "JWT_BEARER",
@@ -50,6 +61,9 @@ __all__ = [
     "USER_CODE_ALPHABET",
     "AccountTokenRecord",
     "AuthenticatedClient",
+    "AuthorizationCodeGrant",
+    "AuthorizationCodeStore",
+    "CodeTake",
     "CreatedCredential",
     "CredentialView",
     "DeviceAuthorization",
@@ -63,6 +77,7 @@ __all__ = [
     "GrantDeps",
     "GrantOutcome",
     "GrantRefused",
+    "IssuedCode",
     "IssuerKeys",
     "NonceSource",
     "OneTimeValue",
@@ -100,6 +115,7 @@ __all__ = [
     "requested_scopes",
     "revoke_credential",
     "revoke_sign_ins",
+    "s256_challenge",
     "session_token_response",
     "touch_session",
 ]

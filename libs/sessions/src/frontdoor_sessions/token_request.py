@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import msgspec
 
-__all__ = ["CLIENT_ASSERTION_TYPE", "DEVICE_CODE", "JWT_BEARER", "REFRESH_TOKEN", "TokenRequest"]
+__all__ = ["AUTHORIZATION_CODE", "CLIENT_ASSERTION_TYPE", "DEVICE_CODE", "JWT_BEARER", "REFRESH_TOKEN", "TokenRequest"]
 
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 DEVICE_CODE = "urn:ietf:params:oauth:grant-type:device_code"
 REFRESH_TOKEN = "refresh_token"
+AUTHORIZATION_CODE = "authorization_code"
 CLIENT_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 
 
@@ -30,5 +31,8 @@ class TokenRequest(msgspec.Struct, frozen=True, kw_only=True):
     scope: str | None = None
     device_code: str | None = None
     refresh_token: str | None = None
+    code: str | None = None
+    code_verifier: str | None = None
+    redirect_uri: str | None = None
     dpop: tuple[str, ...] = ()
     client_address: str = "unknown"

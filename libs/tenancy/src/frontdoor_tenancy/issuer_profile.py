@@ -122,6 +122,7 @@ async def discovery_document(conn: asyncpg.Connection, tenant_id: str, base_url:
             apis=tuple(ApiListing(type=a.type, url=a.url, description=a.description) for a in s.apis),
             website=s.website,
             conversation_endpoint=s.conversation_endpoint,
+            browser_session_endpoint=s.browser_session_endpoint,
             feedback_endpoint=urls.feedback_endpoint,
             allow_http_loopback=dev,
         ))

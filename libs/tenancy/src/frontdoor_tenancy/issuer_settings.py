@@ -83,6 +83,8 @@ class IssuerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     apis: list[ApiEntry] = msgspec.field(default_factory=list)
     website: bool = True
     conversation_endpoint: str | None = None
+    # The company's page where agents join their own browser to a Session (PAP §5).
+    browser_session_endpoint: str | None = None
     session_lifetime_s: int = 3600
     dpop_nonce_required: bool = False
     sessions_per_agent_per_minute: int = 60
@@ -172,6 +174,8 @@ def validate_settings(s: IssuerSettings, *, dev: bool = False) -> IssuerSettings
         errors["apis"] = "at most 20 APIs"
     if s.conversation_endpoint is not None and not _url_ok(s.conversation_endpoint, dev=dev):
         errors["conversation_endpoint"] = "must be an https:// URL without credentials or fragment"
+    if s.browser_session_endpoint is not None and not _url_ok(s.browser_session_endpoint, dev=dev):
+        errors["browser_session_endpoint"] = "must be an https:// URL without credentials or fragment"
     if not s.apis and not s.website and s.conversation_endpoint is None:
         errors["website"] = "poppy.json must offer something: list an API or keep website on (PAP §3.1)"
     if not 1 <= s.sessions_per_agent_per_minute <= 100_000:

@@ -22,6 +22,8 @@ from frontdoor_httpkit import (
 )
 from frontdoor_identity import AgentDirectory
 from frontdoor_sessions import (
+    AuthorizationCodeGrant,
+    AuthorizationCodeStore,
     DeviceAuthorization,
     DeviceCodeGrant,
     DeviceStore,
@@ -42,13 +44,17 @@ from litestar.template.config import TemplateConfig
 
 from .context import IssuerContext, nonce_secret
 from .http import (
+    account_agents,
     account_disconnect,
+    authorize,
+    browser_verify,
     device_authorization,
     device_pages,
     discovery,
     feedback,
     introspect,
     revoke,
+    sign_in_pages,
     token,
 )
 
@@ -89,7 +95,10 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
                                       devices=device_store, kek=Kek.from_env_value(settings.kek),
                                       fetcher=the_fetcher)
         # One grant per type; the token endpoint dispatches on grant_type.
-        app.state.grants = {g.grant_type: g for g in (grant, DeviceCodeGrant(deps, device_store), RefreshGrant(deps))}
+        code_store = AuthorizationCodeStore(rt.redis, clock=rt.clock)
+        app.state.grants = {g.grant_type: g for g in (grant, DeviceCodeGrant(deps, device_store), RefreshGrant(deps),
+                                                      AuthorizationCodeGrant(deps, code_store))}
+        app.state.authorization_codes = code_store
         app.state.device_store = device_store
         app.state.device_authorization = DeviceAuthorization(deps, device_store)
         app.state.revocation = Revocation(deps)
@@ -105,7 +114,9 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
     return Litestar(
         route_handlers=[*health_routes("issuer"), *discovery.routes, token.token, introspect.introspection,
                         feedback.feedback, device_authorization.device_authorization, revoke.revoke,
-                        account_disconnect.account_disconnect, *device_pages.routes,
+                        account_disconnect.account_disconnect, account_agents.account_agents, *device_pages.routes,
+                        authorize.authorize, *sign_in_pages.routes,
+                        *browser_verify.routes,  # the browser join (PAP §5), for companies' websites
                         create_static_files_router(path="/_static", directories=[_HERE / "static"],
                                                    include_in_schema=False)],
         lifespan=[lifespan],
@@ -121,7 +132,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
             secret=hashlib.sha256(b"frontdoor/issuer-csrf/v1\x00" + settings.kek.encode()).hexdigest(),
             cookie_secure=not settings.is_dev, cookie_httponly=True, cookie_samesite="lax",
             exclude=[r"^/[^/]+/oauth/", r"^/[^/]+/feedback$", r"^/[^/]+/accounts/", r"^/[^/]+/login/callback$",
-                     r"/\.well-known/", r"^/healthz$", r"^/readyz$"],
+                     r"^/[^/]+/browser/(verify|state)$", r"/\.well-known/", r"^/healthz$", r"^/readyz$"],
         ),
         openapi_config=None,
         debug=False,

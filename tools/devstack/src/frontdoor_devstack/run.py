@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import json
 import os
 import secrets
 import signal
@@ -24,7 +25,14 @@ from frontdoor_core.settings import ENV_NAMES, SettingsError, load_settings
 
 from .postgres import EmbeddedPostgres
 from .redis_server import EmbeddedRedis
-from .seed import apply_all_migrations, seed_demo, write_northwind_document
+from .seed import (
+    DEMO_ACCOUNTS,
+    apply_all_migrations,
+    ensure_sign_in,
+    northwind_login_secrets,
+    seed_demo,
+    write_northwind_document,
+)
 
 _BANNER = "=" * 72
 _PR_SET_PDEATHSIG = 1
@@ -131,6 +139,9 @@ def main() -> int:
         asyncio.run(apply_all_migrations(settings.database_url))
         northwind_url = f"http://127.0.0.1:{settings.example_port}"
         demo = asyncio.run(seed_demo(settings, data_dir, northwind_url=northwind_url))
+        if demo.get("tenant_id"):
+            # Also for a data directory made before sign-in existed: configure what is missing.
+            asyncio.run(ensure_sign_in(settings, demo["tenant_id"], northwind_url))
         py = sys.executable
         granian = str(Path(py).with_name("granian"))
         celery = str(Path(py).with_name("celery"))
@@ -145,9 +156,13 @@ def main() -> int:
                     logs / "beat.log")
         if demo.get("tenant_id") and demo.get("northwind_credential"):
             poppy = asyncio.run(write_northwind_document(settings, data_dir, demo["tenant_id"]))
+            login = northwind_login_secrets(data_dir)
+            demo["northwind_password"] = login["demo_password"]
             nw_env = {**env, "NORTHWIND_ISSUER": f"{settings.issuer_base_url}/{demo['slug']}",
                       "NORTHWIND_CREDENTIAL": demo["northwind_credential"], "NORTHWIND_PUBLIC_URL": northwind_url,
-                      "NORTHWIND_POPPY_JSON": str(poppy)}
+                      "NORTHWIND_POPPY_JSON": str(poppy),
+                      "NORTHWIND_SIGNING_KEY": json.dumps(login["signing_key"]),
+                      "NORTHWIND_DEMO_PASSWORD": login["demo_password"]}
             stack.spawn("northwind", [granian, "--interface", "asgi", "--host", "127.0.0.1", "--port",
                                       str(settings.example_port), "--workers", "1", "--no-ws", "northwind.asgi:app"],
                         nw_env, logs / "northwind.log")
@@ -174,12 +189,13 @@ def main() -> int:
 
 
 def _print_banner(settings: Any, demo: dict[str, str], logs: Path) -> None:
+    northwind = f"http://127.0.0.1:{settings.example_port}"
     lines = [
         _BANNER,
         "Frontdoor is running.",
         f"  console + management API  {settings.console_base_url}   (OpenAPI: {settings.console_base_url}/api/v1/openapi.json)",
         f"  issuer                    {settings.issuer_base_url}",
-        f"  example company Northwind http://127.0.0.1:{settings.example_port}   (poppy.json, /api/products, /mcp)",
+        f"  example company Northwind {northwind}   (poppy.json, /api/products, /api/orders, /mcp)",
         f"  demo issuer metadata      {settings.issuer_base_url}/.well-known/oauth-authorization-server/{demo['slug']}",
         "  worker + beat             Celery (looks for domains due a DNS check every "
         f"{int(settings.domain_sweep_interval.total_seconds())} s)",
@@ -190,6 +206,16 @@ def _print_banner(settings: Any, demo: dict[str, str], logs: Path) -> None:
         f"  API key         {demo['api_key']}",
         f"  (kept in {demo['file']})",
         "",
+    ]
+    if demo.get("northwind_password"):
+        lines += [
+            "Northwind demo accounts (sign in at Northwind when an agent connects, or at "
+            f"{northwind}/account/agents):",
+            *(f"  {email:<26}  password {demo['northwind_password']}" for email in DEMO_ACCOUNTS),
+            f"  Play the user: .venv/bin/python scripts/play_agent.py --company {northwind}",
+            "",
+        ]
+    lines += [
         f"Logs: {logs}    Stop: Ctrl-C",
     ]
     if settings.is_dev:

@@ -4,6 +4,12 @@ Dev only. The demo tenant ("Demo Company", slug ``demo``) is configured for Nort
 the example company on ``:8003``: its APIs, its MCP server, its conversation endpoint, a
 resource-server credential, and the domain ``northwind.example`` marked verified without
 DNS (a loopback example cannot publish a TXT record; the seed says so in the audit log).
+
+Sign-in is configured on every start (`ensure_sign_in`, idempotent), so a data directory
+made before sign-in existed gets it too: Device Sign-In on with ``orders:read`` and
+``poppy:read``, and the login connection pointing at Northwind's login page and JWKS.
+Northwind's login key and its demo accounts' password are generated once into the data
+directory (`northwind_login_secrets`).
 """
 
 from __future__ import annotations
@@ -14,8 +20,10 @@ import secrets
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg
+import msgspec
 from frontdoor_core.migrations import apply_migrations, discover
 from frontdoor_core.settings import Settings
 
@@ -23,6 +31,9 @@ MIGRATED_PACKAGES = ["frontdoor_tenancy", "frontdoor_identity", "frontdoor_sessi
 DEMO_SLUG = "demo"
 DEMO_EMAIL = "admin@demo.frontdoor.dev"
 NORTHWIND_DOMAIN = "northwind.example"
+DEVICE_SCOPES = ["orders:read", "poppy:read"]
+DEMO_ACCOUNTS = ("ada@northwind.example", "grace@northwind.example")
+"""Northwind's demo accounts (``northwind.catalog.DEMO_ACCOUNTS``), printed by ``make run``."""
 
 
 async def apply_all_migrations(database_url: str) -> list[str]:
@@ -72,6 +83,69 @@ async def _configure_for_northwind(conn: asyncpg.Connection, tenant_id: str, nor
                        details={"seeded_for_development": True})
     created = await create_credential(conn, system, "northwind (make run)")
     return created.secret
+
+
+def northwind_login_secrets(data_dir: Path) -> dict[str, Any]:
+    """Northwind's login signing key (a private P-256 JWK) and demo password, made once (0600).
+
+    A key that survives restarts keeps the JWKS Frontdoor cached valid; the password is
+    random so a forgotten dev stack is not an open door.
+    """
+    file = data_dir / "northwind-login.json"
+    if file.exists():
+        saved: dict[str, Any] = json.loads(file.read_text())
+        if saved.get("signing_key") and saved.get("demo_password"):
+            return saved
+    from joserfc.jwk import ECKey
+
+    key = ECKey.generate_key("P-256")
+    jwk = {**key.as_dict(private=True), "kid": f"northwind-{key.thumbprint()[:12]}"}
+    secrets_ = {"signing_key": jwk, "demo_password": secrets.token_urlsafe(12)}
+    _write_private(file, json.dumps(secrets_, indent=2))
+    return secrets_
+
+
+async def ensure_sign_in(settings: Settings, tenant_id: str, northwind_url: str) -> bool:
+    """Turn Device Sign-In on and connect Northwind's login page, unless already so.
+
+    Only what is missing changes: a tenant whose Device Sign-In is on keeps its scopes, and
+    a login connection is replaced only when it is unset or points at another loopback
+    Northwind (the example port changed). Returns whether the settings were written.
+    """
+    from frontdoor_tenancy import audit, issuer_settings
+    from frontdoor_tenancy.actor import Actor
+    from frontdoor_tenancy.issuer_settings import LoginConnection, SignInType
+
+    wanted_login = LoginConnection(url=f"{northwind_url}/login", jwks_uri=f"{northwind_url}/.well-known/jwks.json")
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+        async with conn.transaction():
+            stored = await issuer_settings.get_settings(conn, tenant_id)
+            current = stored.settings
+            changes: dict[str, Any] = {}
+            if "orders:read" not in current.custom_scopes:
+                changes["custom_scopes"] = {**current.custom_scopes, "orders:read": "See your orders"}
+            if not current.device.enabled:
+                changes["device"] = SignInType(enabled=True, scopes=list(DEVICE_SCOPES))
+            login = current.login
+            if login is None or (login != wanted_login and _is_loopback_northwind(login.url)):
+                changes["login"] = wanted_login
+            if not changes:
+                return False
+            updated = issuer_settings.validate_settings(msgspec.structs.replace(current, **changes), dev=True)
+            new = await issuer_settings.update_settings(conn, tenant_id, updated, if_version=stored.version)
+            await audit.record(conn, Actor(tenant_id=tenant_id, type="system"), "issuer.settings_updated",
+                               target_type="tenant", target_id=tenant_id,
+                               details={"version": new.version, "seeded_for_development": sorted(changes)})
+        return True
+    finally:
+        await conn.close()
+
+
+def _is_loopback_northwind(url: str) -> bool:
+    parts = urlsplit(url)
+    return parts.scheme == "http" and parts.hostname in {"127.0.0.1", "localhost"} and parts.path == "/login"
 
 
 async def seed_demo(settings: Settings, data_dir: Path, *, northwind_url: str) -> dict[str, Any]:

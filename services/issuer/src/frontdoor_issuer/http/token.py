@@ -1,7 +1,8 @@
 """``POST {issuer}/oauth/token``: the token endpoint, dispatching to one grant per type.
 
 Grants (each its own module in ``frontdoor_sessions``): jwt-bearer (Sessions, PAP §4.2),
-device_code (Device Sign-In, PAP §4.6) and refresh_token (Account Tokens, PAP §4.8).
+device_code (Device Sign-In, PAP §4.6), authorization_code (Direct Sign-In, PAP §4.5) and
+refresh_token (Account Tokens, PAP §4.8).
 Every answer, success or refusal, carries ``Cache-Control: no-store``.
 """
 
@@ -46,6 +47,7 @@ async def token(slug: FromPath[str], request: Request[Any, Any, Any], state: Sta
         client_assertion_type=form.get("client_assertion_type"), client_assertion=form.get("client_assertion"),
         assertion=form.get("assertion"), session_id=form.get("session_id"), resource=form.get("resource"),
         scope=form.get("scope"), device_code=form.get("device_code"), refresh_token=form.get("refresh_token"),
+        code=form.get("code"), code_verifier=form.get("code_verifier"), redirect_uri=form.get("redirect_uri"),
         dpop=tuple(request.headers.getall("dpop", [])),
         client_address=request.client.host if request.client else "unknown",
     )
