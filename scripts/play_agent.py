@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
-"""Play a personal agent against ``make run``: Device Sign-In, then Northwind's orders.
+"""Play a personal agent against ``make run``: Device (or Direct) Sign-In, then Northwind's orders.
 
     .venv/bin/python scripts/play_agent.py --company http://127.0.0.1:8003
+    .venv/bin/python scripts/play_agent.py --company http://127.0.0.1:8003 --direct
 
 1. serves its own Client ID Metadata Document and JWKS on a loopback port (dev mode
    accepts ``http://`` loopback agents), with a fresh ES256 identity key and DPoP key;
 2. finds the company's issuer in its ``poppy.json`` and the endpoints in the issuer metadata;
 3. starts a Session (signed out), asks for a device code and prints the link to open;
 4. polls the token endpoint until you have signed in at Northwind and consented;
+   with ``--direct`` (Direct Sign-In, PAP §4.5) it instead prints an authorization URL
+   (``{issuer}/oauth/authorize`` with PKCE ``S256`` and a ``state``), waits for your
+   browser to come back to its ``redirect_uri`` with ``code``, ``state`` and ``iss``, and
+   redeems the code (the ``authorization_code`` grant with ``code_verifier``);
 5. calls ``GET /api/orders`` with the Session Token and a DPoP proof, then again every
    ``--every`` seconds until the company answers ``403 sign_in_required`` (disconnect the
    agent to see it) or you press Ctrl-C.
@@ -21,13 +26,14 @@ import argparse
 import base64
 import hashlib
 import json
+import queue
 import secrets
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import httpx
 from joserfc import jwt
@@ -50,6 +56,7 @@ class Agent:
         self.key = ECKey.generate_key("P-256", parameters={"use": "sig", "alg": "ES256"})
         self.dpop_key = ECKey.generate_key("P-256")
         self.nonce: str | None = None
+        self.callbacks: queue.Queue[dict[str, str]] = queue.Queue()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.origin = f"http://127.0.0.1:{self._server.server_address[1]}"
         self.client_id = f"{self.origin}/agent.json"
@@ -73,6 +80,16 @@ class Agent:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                path, _, query = self.path.partition("?")
+                if path == "/callback":  # Direct Sign-In: the browser comes back here
+                    agent.callbacks.put(dict(parse_qsl(query)))
+                    page = b"<!doctype html><title>Done</title><p>Back at the agent: you can close this tab.</p>"
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html; charset=utf-8")
+                    self.send_header("Content-Length", str(len(page)))
+                    self.end_headers()
+                    self.wfile.write(page)
+                    return
                 doc = agent._documents().get(self.path)
                 body = json.dumps(doc).encode()
                 self.send_response(200 if doc else 404)
@@ -150,6 +167,59 @@ def refusal(r: httpx.Response) -> str:
         return challenge or r.text[:100]
 
 
+def device_sign_in(http: httpx.Client, agent: Agent, issuer: str, meta: dict[str, Any], *, scope: str,
+                   session_id: str) -> httpx.Response | str:
+    """Device Sign-In (PAP §4.6): the token response, or why it failed."""
+    device_endpoint = meta.get("device_authorization_endpoint") or f"{issuer}/oauth/device"
+    r = http.post(device_endpoint, data={**agent.client_auth(issuer), "scope": scope})
+    if r.status_code != 200:
+        return f"Could not start Device Sign-In: {r.status_code} {refusal(r)}"
+    device = r.json()
+    print("Open this link in a browser, sign in at the company and allow access:", flush=True)
+    print(f"  {device['verification_uri_complete']}", flush=True)
+    print(f"  (or open {device['verification_uri']} and enter {device['user_code']})", flush=True)
+    interval = int(device.get("interval", 5))
+    deadline = time.monotonic() + int(device.get("expires_in", 600))
+    while True:
+        time.sleep(interval)
+        r = agent.token(http, issuer, meta["token_endpoint"], {"grant_type": DEVICE_CODE,
+                                                               "device_code": device["device_code"],
+                                                               "session_id": session_id})
+        error = None if r.status_code == 200 else refusal(r)
+        if error == "slow_down":
+            interval += 5
+        elif error != "authorization_pending" or time.monotonic() > deadline:
+            break
+    return r if error is None else f"Sign-in did not complete: {error}"
+
+
+def direct_sign_in(http: httpx.Client, agent: Agent, issuer: str, meta: dict[str, Any], *, scope: str,
+                   session_id: str, wait: float = 600) -> httpx.Response | str:
+    """Direct Sign-In (PAP §4.5): authorize URL, the browser's return, the code redeemed."""
+    endpoint = meta.get("authorization_endpoint")
+    if not endpoint:
+        return "The issuer does not offer Direct Sign-In (no authorization_endpoint)."
+    verifier = secrets.token_urlsafe(48)
+    state = secrets.token_urlsafe(16)
+    redirect_uri = f"{agent.origin}/callback"
+    query = {"response_type": "code", "client_id": agent.client_id, "redirect_uri": redirect_uri, "scope": scope,
+             "state": state, "code_challenge_method": "S256",
+             "code_challenge": _b64(hashlib.sha256(verifier.encode()).digest())}
+    print("Open this link in a browser, sign in at the company and allow access:", flush=True)
+    print(f"  {endpoint}?{urlencode(query)}", flush=True)
+    try:
+        back = agent.callbacks.get(timeout=wait)
+    except queue.Empty:
+        return "Sign-in did not complete: the browser did not come back in time."
+    if back.get("state") != state or back.get("iss") != issuer:
+        return "Sign-in did not complete: the redirect's state or iss is not ours."
+    if "code" not in back:
+        return f"Sign-in did not complete: {back.get('error', 'no code')}"
+    return agent.token(http, issuer, meta["token_endpoint"], {
+        "grant_type": "authorization_code", "code": back["code"], "code_verifier": verifier,
+        "redirect_uri": redirect_uri, "session_id": session_id})
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--company", default="http://127.0.0.1:8003", help="the company's origin (its poppy.json)")
@@ -157,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--user", default=f"player-{secrets.token_hex(4)}", help="the User ID the agent uses here")
     p.add_argument("--every", type=float, default=10.0, help="seconds between calls once signed in")
     p.add_argument("--once", action="store_true", help="stop after the first call to /api/orders")
+    p.add_argument("--direct", action="store_true",
+                   help="Direct Sign-In (authorize URL, redirect back, code) instead of Device Sign-In")
     args = p.parse_args(argv)
     company = args.company.rstrip("/")
     agent = Agent()
@@ -172,31 +244,15 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             session_id = r.json()["session_id"]
             print(f"Session {session_id} started for User ID {args.user} (signed out)", flush=True)
-            device_endpoint = meta.get("device_authorization_endpoint") or f"{issuer}/oauth/device"
-            r = http.post(device_endpoint, data={**agent.client_auth(issuer), "scope": args.scope})
-            if r.status_code != 200:
-                print(f"Could not start Device Sign-In: {r.status_code} {refusal(r)}", flush=True)
+            sign_in = direct_sign_in if args.direct else device_sign_in
+            outcome = sign_in(http, agent, issuer, meta, scope=args.scope, session_id=session_id)
+            if isinstance(outcome, str):
+                print(outcome, flush=True)
                 return 1
-            device = r.json()
-            print("Open this link in a browser, sign in at the company and allow access:", flush=True)
-            print(f"  {device['verification_uri_complete']}", flush=True)
-            print(f"  (or open {device['verification_uri']} and enter {device['user_code']})", flush=True)
-            interval = int(device.get("interval", 5))
-            deadline = time.monotonic() + int(device.get("expires_in", 600))
-            while True:
-                time.sleep(interval)
-                r = agent.token(http, issuer, token_endpoint, {"grant_type": DEVICE_CODE,
-                                                               "device_code": device["device_code"],
-                                                               "session_id": session_id})
-                error = None if r.status_code == 200 else refusal(r)
-                if error == "slow_down":
-                    interval += 5
-                elif error != "authorization_pending" or time.monotonic() > deadline:
-                    break
-            if error is not None:
-                print(f"Sign-in did not complete: {error}", flush=True)
+            if outcome.status_code != 200:
+                print(f"Sign-in did not complete: {outcome.status_code} {refusal(outcome)}", flush=True)
                 return 1
-            signed = r.json()
+            signed = outcome.json()
             session_token = signed["access_token"]
             print(f"Signed in: Session {signed['session_id']}, scope {signed.get('scope')}", flush=True)
             while True:

@@ -58,10 +58,17 @@ NEEDS = {
 class FrontdoorDriver:
     """What the runner cannot do as an agent, done through Frontdoor's real surfaces.
 
-    The user approves Device Sign-In in a browser: Frontdoor's device page, Northwind's
-    login page (the signed handoff), Frontdoor's consent page. The company disconnects an
-    agent through Frontdoor's account API with its resource-server credential. Direct
-    Sign-In and operations come with later work and skip, naming it.
+    The user signs in from a browser, both ways Frontdoor offers: Device Sign-In
+    (`approve_device`: Frontdoor's device page, Northwind's login page through the signed
+    handoff, Frontdoor's consent page) and Direct Sign-In (`approve_authorization`: the
+    agent's ``{issuer}/oauth/authorize`` URL, the same login and consent pages, then the
+    redirect back to the agent's ``redirect_uri`` with ``code``, ``state`` and ``iss``).
+    The company disconnects an agent (`disconnect`) through Frontdoor's account API,
+    ``POST {issuer}/accounts/disconnect``, with its resource-server credential.
+
+    Only operations-related cases skip (`revise`, `performed`: the operations ledger,
+    `NEEDS`), naming the work that enables them; `forget_events` skips too, because
+    Northwind's conversations are its own and have no operator to drive from here.
     """
 
     capabilities = frozenset({"clock", "second_identity", "disconnect", "direct_sign_in"})

@@ -132,6 +132,9 @@ def test_the_demo_tenant_offers_device_sign_in_through_northwinds_login(stack: S
     assert meta["device_authorization_endpoint"] == f"{stack.issuer}/demo/oauth/device"
     settings = httpx.get(f"{stack.console}/api/v1/issuer", headers=demo_auth(stack)).json()["settings"]
     assert settings["device"] == {"enabled": True, "scopes": ["orders:read", "poppy:read"]}
+    # Direct Sign-In too, with the same scopes, so both can be tried by hand.
+    assert meta["authorization_endpoint"] == f"{stack.issuer}/demo/oauth/authorize"
+    assert settings["direct"] == {"enabled": True, "scopes": ["orders:read", "poppy:read"]}
     assert settings["login"]["url"] == f"{stack.northwind}/login"
     assert settings["login"]["jwks_uri"] == f"{stack.northwind}/.well-known/jwks.json"
     assert httpx.get(settings["login"]["jwks_uri"]).json()["keys"][0]["kty"] == "EC"
@@ -245,6 +248,16 @@ class Browser:
         assert consent.status_code == 200 and "Allow" in consent.text, consent.text[:300]
         return self.submit(consent, button=("decision", "allow"))
 
+    def approve_direct(self, link: str, email: str, password: str) -> httpx.Response:
+        """Open the agent's authorization URL, sign in at Northwind, allow: back at the agent."""
+        login = self.http.get(link)  # straight on to the company's login page
+        assert login.status_code == 200 and 'name="password"' in login.text, login.text[:300]
+        consent = self.submit(login, {"email": email, "password": password})
+        if 'id="handoff"' in consent.text:  # no JavaScript here: press Continue
+            consent = self.submit(consent)
+        assert consent.status_code == 200 and "Allow" in consent.text, consent.text[:300]
+        return self.submit(consent, button=("decision", "allow"))
+
 
 def test_device_sign_in_end_to_end_then_disconnect(stack: Stack) -> None:
     play = play_agent_module()
@@ -322,10 +335,12 @@ def test_device_sign_in_end_to_end_then_disconnect(stack: Stack) -> None:
     assert not [name for name, value in secret.items() if value in logs]
 
 
-def test_the_readme_agent_script_signs_in_and_notices_the_disconnect(stack: Stack) -> None:
-    """``scripts/play_agent.py`` as the README runs it, with Grace in the browser."""
+@pytest.mark.parametrize("direct", [False, True], ids=["device", "direct"])
+def test_the_readme_agent_script_signs_in_and_notices_the_disconnect(stack: Stack, direct: bool) -> None:
+    """``scripts/play_agent.py`` as the README runs it (``--direct`` too), with Grace in the browser."""
     proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "play_agent.py"), "--company", stack.northwind,
-                             "--every", "1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                             "--every", "1", *(["--direct"] if direct else [])],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out: list[str] = []
     q: queue.Queue[str] = queue.Queue()
     threading.Thread(target=_pump, args=(proc.stdout, q, out), daemon=True).start()
@@ -343,9 +358,14 @@ def test_the_readme_agent_script_signs_in_and_notices_the_disconnect(stack: Stac
             assert time.monotonic() < deadline, "".join(out)
 
     try:
-        link = wait_for("/device?user_code=").strip()
-        done = Browser().approve_device(link, "grace@northwind.example", northwind_password(stack))
-        assert "connected" in done.text
+        if direct:
+            link = wait_for("/demo/oauth/authorize?").strip()
+            done = Browser().approve_direct(link, "grace@northwind.example", northwind_password(stack))
+            assert "Back at the agent" in done.text, done.text[:300]
+        else:
+            link = wait_for("/device?user_code=").strip()
+            done = Browser().approve_device(link, "grace@northwind.example", northwind_password(stack))
+            assert "connected" in done.text
         assert "1 orders: ord_10307 (processing)" in wait_for("GET /api/orders -> 200")
         r = httpx.post(f"{stack.console}/api/v1/accounts/acct_grace/disconnect", headers=demo_auth(stack))
         assert r.status_code == 200 and r.json()["sessions_signed_out"] == 1

@@ -296,3 +296,24 @@ def test_policy_defaults() -> None:
     assert (policy.max_redirects, policy.max_bytes, policy.total_timeout) == (3, 100_000, 5.0)
     assert not policy.allow_http_loopback
     assert policy.allowlist == ()
+
+
+@pytest.mark.asyncio
+async def test_post_json_posts_once_and_never_follows_a_redirect() -> None:
+    recorder = Recorder({
+        "https://company.example/relay": httpx.Response(200, headers=JSON, content=b'{"status":"failed"}'),
+        "https://company.example/moved": _redirect("https://elsewhere.example/relay", 307),
+    })
+    fetcher = _fetcher(recorder)
+    result = await fetcher.post_json("https://company.example/relay", b"secret-body", content_type="application/jwt")
+    assert result.status == 200 and result.body == b'{"status":"failed"}'
+    sent = recorder.requests[0]
+    assert sent.method == "POST" and sent.content == b"secret-body"
+    assert sent.headers["content-type"] == "application/jwt"
+    with pytest.raises(FetchError) as caught:
+        await fetcher.post_json("https://company.example/moved", b"secret-body")
+    assert caught.value.code is FetchErrorCode.BAD_STATUS
+    assert [str(r.url) for r in recorder.requests] == ["https://company.example/relay", "https://company.example/moved"]
+    with pytest.raises(FetchError) as refused:
+        await fetcher.post_json("http://company.example/relay", b"secret-body")
+    assert len(recorder.requests) == 2 and refused.value.code is not None

@@ -3,13 +3,18 @@ their account and disconnects one (PAP §4.9, from the company's side).
 
 Northwind knows its customer from its own sign-in, not from Frontdoor: ``/account/login``
 checks the demo credentials and sets a small signed cookie (the account ID and an expiry,
-HMAC-SHA256). ``/account/agents`` then asks Frontdoor, server to server with Northwind's
-resource-server credential:
+HMAC-SHA256). ``/account/agents`` then asks Frontdoor through the sdk's
+:class:`frontdoor_sdk.FrontdoorAccounts`, server to server with Northwind's resource-server
+credential:
 
-- ``GET {issuer}/accounts/{account}/agents``: the agents with a live sign-in to the account;
-- ``POST {issuer}/accounts/disconnect`` ``{"account", "client_id"}``: revokes that agent's
-  Account Tokens for the account and signs its Sessions out at once; its next API call
-  here answers ``403 sign_in_required``.
+- ``connected_agents(account)`` (``GET {issuer}/accounts/{account}/agents``): the agents
+  with a live sign-in to the account;
+- ``disconnect(account, client_id)`` (``POST {issuer}/accounts/disconnect``): revokes that
+  agent's Account Tokens for the account and signs its Sessions out at once; its next API
+  call here answers ``403 sign_in_required``.
+
+Any :class:`frontdoor_sdk.FrontdoorAccountsError` is a "please try again" page that changes
+nothing.
 
 Forms carry CSRF tokens (a double-submit cookie on the sign-in form, a token bound to the
 account cookie on the disconnect forms); every page sends ``frame-ancestors 'none'`` and
@@ -23,13 +28,11 @@ import hashlib
 import hmac
 import secrets
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from html import escape
 from typing import Any, Final
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
-import httpx
+from frontdoor_sdk import ConnectedAgent, FrontdoorAccounts, FrontdoorAccountsError
 from litestar import MediaType, Request, Response, Router, get, post
 from litestar.datastructures import Cookie
 from litestar.response import Redirect
@@ -51,10 +54,6 @@ _HEADERS: Final = {
     "Referrer-Policy": "no-referrer",
     "X-Content-Type-Options": "nosniff",
 }
-
-
-class FrontdoorUnavailable(Exception):
-    """Frontdoor did not answer as expected; the page says so and changes nothing."""
 
 
 def _b64(data: bytes) -> str:
@@ -119,7 +118,7 @@ def _login_form(csrf: str, *, error: str | None = None) -> str:
     )
 
 
-def _agents_list(account: catalog.DemoAccount | None, account_id: str, agents: list[dict[str, Any]],
+def _agents_list(account: catalog.DemoAccount | None, account_id: str, agents: list[ConnectedAgent],
                  csrf: str) -> str:
     who = escape(account.name if account else account_id)
     if not agents:
@@ -127,12 +126,12 @@ def _agents_list(account: catalog.DemoAccount | None, account_id: str, agents: l
     else:
         items = []
         for agent in agents:
-            client_id = str(agent.get("client_id", ""))
-            name = agent.get("client_name") or urlsplit(client_id).hostname or "An agent"
-            scopes = ", ".join(escape(s) for s in str(agent.get("scope", "")).split())
+            client_id = agent.client_id
+            name = agent.client_name or urlsplit(client_id).hostname or "An agent"
+            scopes = ", ".join(escape(s) for s in agent.scopes)
             items.append(
-                f"<li><strong>{escape(str(name))}</strong> ({escape(urlsplit(client_id).hostname or client_id)})"
-                f" may: {scopes}. Connected {escape(str(agent.get('connected_at', ''))[:16].replace('T', ' '))}"
+                f"<li><strong>{escape(name)}</strong> ({escape(urlsplit(client_id).hostname or client_id)})"
+                f" may: {scopes}. Connected {agent.connected_at.strftime('%Y-%m-%d %H:%M')}"
                 " UTC.\n"
                 f'<form method="post" action="{ACCOUNT_PATH}/agents/disconnect">'
                 f'<input type="hidden" name="csrf" value="{escape(csrf)}">'
@@ -148,19 +147,13 @@ def _agents_list(account: catalog.DemoAccount | None, account_id: str, agents: l
     )
 
 
-def account_router(config: NorthwindConfig) -> Router:
-    """``/account/login``, ``/account/agents``, ``/account/agents/disconnect``, ``/account/logout``."""
+def account_router(config: NorthwindConfig, accounts: FrontdoorAccounts) -> Router:
+    """``/account/login``, ``/account/agents``, ``/account/agents/disconnect``, ``/account/logout``.
+
+    ``accounts`` is shared with the app, which closes it at shutdown.
+    """
     signer = _Signer(config)
     secure = urlsplit(config.origin).scheme == "https"
-    auth = {"Authorization": f"Bearer {config.credential}"}
-
-    @asynccontextmanager
-    async def frontdoor() -> AsyncIterator[httpx.AsyncClient]:
-        if config.http_client is not None:
-            yield config.http_client
-        else:
-            async with httpx.AsyncClient(timeout=5.0, follow_redirects=False) as client:
-                yield client
 
     def session_cookie(value: str, max_age: int) -> Cookie:
         return Cookie(key=ACCOUNT_COOKIE, value=value, path=ACCOUNT_PATH, max_age=max_age, httponly=True,
@@ -170,28 +163,6 @@ def account_router(config: NorthwindConfig) -> Router:
         cookie = request.cookies.get(ACCOUNT_COOKIE)
         account_id = signer.account(cookie, time.time())
         return None if account_id is None or cookie is None else (account_id, cookie)
-
-    async def list_agents(account_id: str) -> list[dict[str, Any]]:
-        url = f"{config.issuer}/accounts/{quote(account_id, safe='')}/agents"
-        try:
-            async with frontdoor() as client:
-                r = await client.get(url, headers=auth)
-            agents = r.json()["agents"] if r.status_code == 200 else None
-        except (httpx.HTTPError, ValueError, KeyError, TypeError):
-            agents = None
-        if not isinstance(agents, list):
-            raise FrontdoorUnavailable
-        return [a for a in agents if isinstance(a, dict)]
-
-    async def disconnect(account_id: str, client_id: str) -> None:
-        try:
-            async with frontdoor() as client:
-                r = await client.post(f"{config.issuer}/accounts/disconnect", headers=auth,
-                                      json={"account": account_id, "client_id": client_id})
-        except httpx.HTTPError:
-            raise FrontdoorUnavailable from None
-        if r.status_code != 200:
-            raise FrontdoorUnavailable
 
     def unavailable() -> Response[str]:
         return _page("Please try again", "<p>We could not reach our sign-in service. Try again in a moment.</p>",
@@ -229,8 +200,8 @@ def account_router(config: NorthwindConfig) -> Router:
             return Redirect(f"{ACCOUNT_PATH}/login", status_code=303, headers=_HEADERS)
         account_id, cookie = who
         try:
-            agents = await list_agents(account_id)
-        except FrontdoorUnavailable:
+            agents = await accounts.connected_agents(account_id)
+        except (FrontdoorAccountsError, ValueError):
             return unavailable()
         account = next((a for a in catalog.DEMO_ACCOUNTS if a.account_id == account_id), None)
         return _page("Connected agents", _agents_list(account, account_id, agents, signer.csrf(cookie)))
@@ -249,8 +220,10 @@ def account_router(config: NorthwindConfig) -> Router:
         if not client_id:
             return Redirect(f"{ACCOUNT_PATH}/agents", status_code=303, headers=_HEADERS)
         try:
-            await disconnect(account_id, client_id)
-        except FrontdoorUnavailable:
+            await accounts.disconnect(account_id, client_id)
+        except ValueError:  # not a client_id Frontdoor could know: nothing to disconnect
+            pass
+        except FrontdoorAccountsError:
             return unavailable()
         return Redirect(f"{ACCOUNT_PATH}/agents", status_code=303, headers=_HEADERS)
 

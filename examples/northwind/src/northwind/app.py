@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import httpx
 from frontdoor_sdk import (
     BrowserJoin,
+    FrontdoorAccounts,
     FrontdoorMiddleware,
     FrontdoorVerifier,
     issuer_key_source,
@@ -117,6 +118,8 @@ def create_app(config: NorthwindConfig) -> Litestar:
     mcp_server = build_mcp_server()
     # Agents' browsers join their Sessions here (PAP §5); Frontdoor checks the assertions.
     browser = BrowserJoin(config.issuer, config.credential, http=config.http_client)
+    # The customer's connected-agents page lists and disconnects agents through Frontdoor.
+    accounts = FrontdoorAccounts(config.issuer, config.credential, http=config.http_client)
     # The login page fetches the issuer's JWKS to verify login requests.
     login_http = config.http_client or httpx.AsyncClient(timeout=5.0, follow_redirects=False)
     issuer_keys = issuer_key_source(config.issuer, login_http, clock=clock)
@@ -124,7 +127,7 @@ def create_app(config: NorthwindConfig) -> Litestar:
     @asynccontextmanager
     async def lifespan(_: Litestar) -> AsyncIterator[None]:
         try:
-            async with verifier, browser, mcp_server.session_manager.run():
+            async with verifier, browser, accounts, mcp_server.session_manager.run():
                 yield
         finally:
             if config.http_client is None:
@@ -148,7 +151,7 @@ def create_app(config: NorthwindConfig) -> Litestar:
             conversation_router(clock),
             login_router(config, issuer_keys, clock),
             browser_router(browser),  # agents' browsers (PAP §5)
-            account_router(config),  # the customer's connected agents
+            account_router(config, accounts),  # the customer's connected agents
         ],
         middleware=[frontdoor],
         lifespan=[lifespan],

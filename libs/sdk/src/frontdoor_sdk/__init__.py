@@ -47,6 +47,15 @@ __all__ = [
     "request_url",
 ]
 
+from frontdoor_sdk.accounts import (
+    AccountsCredentialRefused,
+    AccountsRequestRefused,
+    AccountsUnavailable,
+    ConnectedAgent,
+    DisconnectResult,
+    FrontdoorAccounts,
+    FrontdoorAccountsError,
+)
 from frontdoor_sdk.browser_join import (
     BROWSER_COOKIE,
     BrowserAnswer,
@@ -88,4 +97,14 @@ __all__ += [
     "BrowserSession",
     "BrowserStateUnavailable",
     "BrowserView",
+]
+
+__all__ += [
+    "AccountsCredentialRefused",
+    "AccountsRequestRefused",
+    "AccountsUnavailable",
+    "ConnectedAgent",
+    "DisconnectResult",
+    "FrontdoorAccounts",
+    "FrontdoorAccountsError",
 ]

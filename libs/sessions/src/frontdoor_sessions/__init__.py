@@ -20,6 +20,7 @@ from .device_grant import DeviceCodeGrant
 from .disconnect import MAX_ACCOUNT_ID, disconnect_account, disconnect_agent
 from .dpop_nonce import NonceSource
 from .introspection import INACTIVE, introspect
+from .mediated_grant import MediatedCaller, MediatedSignIns
 from .refresh_grant import RefreshGrant
 from .replay_cache import ReplayCache
 from .resource_credentials import (
@@ -50,6 +51,8 @@ from .token_request import (
 from .token_response import session_token_response
 
 __all__ = [
+    "MediatedCaller",
+    "MediatedSignIns",
     "AUTHORIZATION_CODE",
     "CLIENT_ASSERTION_TYPE",
     "CODE_LIFETIME_S",

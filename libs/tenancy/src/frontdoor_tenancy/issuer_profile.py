@@ -13,7 +13,7 @@ import msgspec
 from frontdoor_core.errors import Conflict, NotFound
 from frontdoor_protocol.authorization_server_metadata import GrantType, build_metadata
 from frontdoor_protocol.discovery_builder import DiscoveryInputs, InvalidDiscoveryInputs, build_discovery_document
-from frontdoor_protocol.discovery_document import ApiListing, Auth, SignInOffer
+from frontdoor_protocol.discovery_document import ApiListing, Auth, MediatedField, MediatedSignIn, SignInOffer
 
 from . import domain_claims, issuer_settings, tenants
 from .issuer_settings import IssuerSettings
@@ -33,6 +33,7 @@ class IssuerUrls(msgspec.Struct, frozen=True, kw_only=True):
     device_authorization_endpoint: str
     introspection_endpoint: str
     feedback_endpoint: str
+    mediated_endpoint: str
 
 
 def issuer_urls(base_url: str, slug: str) -> IssuerUrls:
@@ -48,13 +49,14 @@ def issuer_urls(base_url: str, slug: str) -> IssuerUrls:
         device_authorization_endpoint=f"{issuer}/oauth/device",
         introspection_endpoint=f"{issuer}/oauth/introspect",
         feedback_endpoint=f"{issuer}/feedback",
+        mediated_endpoint=f"{issuer}/oauth/mediated",
     )
 
 
 def issuer_metadata(urls: IssuerUrls, settings: IssuerSettings, domains: list[str], *, dev: bool = False) -> dict[str, Any]:
     """The RFC 8414 document with ``poppy_domains`` (PAP §3.2)."""
     grants = [GrantType.JWT_BEARER]
-    if settings.direct.enabled or settings.device.enabled:
+    if settings.direct.enabled or settings.device.enabled or settings.mediated.enabled:
         grants.append(GrantType.REFRESH_TOKEN)  # Account Tokens exist only after a sign-in
     if settings.direct.enabled:
         grants.append(GrantType.AUTHORIZATION_CODE)
@@ -94,6 +96,11 @@ def expected_auth(urls: IssuerUrls, s: IssuerSettings) -> Auth:
         issuer=urls.issuer,
         direct=SignInOffer(scopes=tuple(s.direct.scopes)) if s.direct.enabled else None,
         device=SignInOffer(scopes=tuple(s.device.scopes)) if s.device.enabled else None,
+        mediated=MediatedSignIn(
+            endpoint=urls.mediated_endpoint,
+            fields=tuple(MediatedField(name=f.name, label=f.label, secret=f.secret) for f in s.mediated.fields),
+            scopes=tuple(s.mediated.scopes),
+        ) if s.mediated.enabled else None,
         custom_scopes=custom or None,
     )
 

@@ -22,6 +22,8 @@ __all__ = [
     "ApiEntry",
     "IssuerSettings",
     "LoginConnection",
+    "MediatedField",
+    "MediatedSettings",
     "SignInType",
     "StoredIssuerSettings",
     "default_settings",
@@ -46,6 +48,29 @@ class SignInType(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
 
     enabled: bool = False
     scopes: list[str] = msgspec.field(default_factory=list)
+
+
+class MediatedField(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One credential field agents collect for Mediated Sign-In (PAP §4.7)."""
+
+    name: str
+    label: str
+    secret: bool = False
+
+
+class MediatedSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Mediated Sign-In (PAP §4.7): Frontdoor relays the fields to the company's ``relay_url``.
+
+    Off by default. Secret field values are never stored or logged; they go only to
+    ``relay_url`` inside a short-lived request signed with the tenant's issuer key.
+    """
+
+    enabled: bool = False
+    scopes: list[str] = msgspec.field(default_factory=list)
+    relay_url: str | None = None
+    fields: list[MediatedField] = msgspec.field(default_factory=list)
+    attempts_per_user_per_minute: int = 5
+    attempts_per_agent_per_minute: int = 60
 
 
 class ApiEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -79,6 +104,7 @@ class IssuerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     organization_name: str = ""
     direct: SignInType = msgspec.field(default_factory=SignInType)
     device: SignInType = msgspec.field(default_factory=SignInType)
+    mediated: MediatedSettings = msgspec.field(default_factory=MediatedSettings)
     custom_scopes: dict[str, str] = msgspec.field(default_factory=dict)
     apis: list[ApiEntry] = msgspec.field(default_factory=list)
     website: bool = True
@@ -102,7 +128,7 @@ class IssuerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     def enabled_scopes(self) -> list[str]:
         """Scopes some enabled sign-in type can grant, in a stable order."""
         out: list[str] = []
-        for t in (self.direct, self.device):
+        for t in (self.direct, self.device, self.mediated):
             if t.enabled:
                 out.extend(s for s in t.scopes if s not in out)
         return out
@@ -161,6 +187,7 @@ def validate_settings(s: IssuerSettings, *, dev: bool = False) -> IssuerSettings
             errors[f"{tname}.scopes"] = "unknown scope; declare it in custom_scopes first"
         if t.enabled and not t.scopes:
             errors[f"{tname}.scopes"] = "an enabled sign-in type needs at least one scope"
+    errors.update(_mediated_errors(s.mediated, known, dev=dev))
     seen_urls: set[str] = set()
     for i, api in enumerate(s.apis):
         if not _url_ok(api.url, dev=dev):
@@ -191,6 +218,35 @@ def validate_settings(s: IssuerSettings, *, dev: bool = False) -> IssuerSettings
     if errors:
         raise Invalid("invalid_settings", "The issuer settings are not valid.", fields=errors)
     return msgspec.structs.replace(s, organization_name=name)
+
+
+_FIELD_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+
+
+def _mediated_errors(m: MediatedSettings, known: dict[str, str], *, dev: bool) -> dict[str, str]:
+    """Problems of the ``mediated`` setting by field (PAP §4.7)."""
+    errors: dict[str, str] = {}
+    if len(set(m.scopes)) != len(m.scopes):
+        errors["mediated.scopes"] = "lists a scope twice"
+    if any(x not in known for x in m.scopes):
+        errors["mediated.scopes"] = "unknown scope; declare it in custom_scopes first"
+    names = [f.name for f in m.fields]
+    if len(m.fields) > 10 or len(set(names)) != len(names) or any(not _FIELD_NAME.match(n) for n in names):
+        errors["mediated.fields"] = "at most 10 fields, unique names of 1-64 of A-Z a-z 0-9 _"
+    if any(not f.label.strip() or len(f.label) > 80 for f in m.fields):
+        errors["mediated.fields"] = "every field needs a label of 1 to 80 characters"
+    if m.relay_url is not None and (not _url_ok(m.relay_url, dev=dev) or urlsplit(m.relay_url).query):
+        errors["mediated.relay_url"] = "must be an https:// URL without credentials, query or fragment"
+    if not 1 <= m.attempts_per_user_per_minute <= 1000 or not 1 <= m.attempts_per_agent_per_minute <= 100_000:
+        errors["mediated.attempts"] = "attempt limits must be between 1 and 1000 (user), 100000 (agent)"
+    if m.enabled:
+        if not m.scopes:
+            errors["mediated.scopes"] = "an enabled sign-in type needs at least one scope"
+        if not m.fields:
+            errors["mediated.fields"] = "an enabled Mediated Sign-In needs at least one field"
+        if m.relay_url is None:
+            errors["mediated.relay_url"] = "an enabled Mediated Sign-In needs the company's relay_url"
+    return errors
 
 
 def _login_errors(login: LoginConnection, *, dev: bool) -> dict[str, str]:

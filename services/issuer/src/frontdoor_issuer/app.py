@@ -29,6 +29,7 @@ from frontdoor_sessions import (
     DeviceStore,
     GrantDeps,
     IssuerKeys,
+    MediatedSignIns,
     NonceSource,
     RefreshGrant,
     Revocation,
@@ -53,6 +54,7 @@ from .http import (
     discovery,
     feedback,
     introspect,
+    mediated,
     revoke,
     sign_in_pages,
     token,
@@ -102,6 +104,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
         app.state.device_store = device_store
         app.state.device_authorization = DeviceAuthorization(deps, device_store)
         app.state.revocation = Revocation(deps)
+        app.state.mediated = MediatedSignIns(deps, the_fetcher)
         app.state.pool = rt.pool
         app.state.redis = rt.redis
         try:
@@ -114,6 +117,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
     return Litestar(
         route_handlers=[*health_routes("issuer"), *discovery.routes, token.token, introspect.introspection,
                         feedback.feedback, device_authorization.device_authorization, revoke.revoke,
+                        mediated.mediated_start, mediated.mediated_code,
                         account_disconnect.account_disconnect, account_agents.account_agents, *device_pages.routes,
                         authorize.authorize, *sign_in_pages.routes,
                         *browser_verify.routes,  # the browser join (PAP §5), for companies' websites

@@ -6,8 +6,9 @@ resource-server credential, and the domain ``northwind.example`` marked verified
 DNS (a loopback example cannot publish a TXT record; the seed says so in the audit log).
 
 Sign-in is configured on every start (`ensure_sign_in`, idempotent), so a data directory
-made before sign-in existed gets it too: Device Sign-In on with ``orders:read`` and
-``poppy:read``, and the login connection pointing at Northwind's login page and JWKS.
+made before sign-in existed gets it too: Device Sign-In and Direct Sign-In on, each with
+``orders:read`` and ``poppy:read``, and the login connection pointing at Northwind's login
+page and JWKS.
 Northwind's login key and its demo accounts' password are generated once into the data
 directory (`northwind_login_secrets`).
 """
@@ -32,6 +33,8 @@ DEMO_SLUG = "demo"
 DEMO_EMAIL = "admin@demo.frontdoor.dev"
 NORTHWIND_DOMAIN = "northwind.example"
 DEVICE_SCOPES = ["orders:read", "poppy:read"]
+DIRECT_SCOPES = DEVICE_SCOPES
+"""The scopes Device Sign-In and Direct Sign-In offer on the demo tenant (the same)."""
 DEMO_ACCOUNTS = ("ada@northwind.example", "grace@northwind.example")
 """Northwind's demo accounts (``northwind.catalog.DEMO_ACCOUNTS``), printed by ``make run``."""
 
@@ -106,11 +109,11 @@ def northwind_login_secrets(data_dir: Path) -> dict[str, Any]:
 
 
 async def ensure_sign_in(settings: Settings, tenant_id: str, northwind_url: str) -> bool:
-    """Turn Device Sign-In on and connect Northwind's login page, unless already so.
+    """Turn Device and Direct Sign-In on and connect Northwind's login page, unless already so.
 
-    Only what is missing changes: a tenant whose Device Sign-In is on keeps its scopes, and
-    a login connection is replaced only when it is unset or points at another loopback
-    Northwind (the example port changed). Returns whether the settings were written.
+    Only what is missing changes: a tenant whose Device (or Direct) Sign-In is on keeps its
+    scopes, and a login connection is replaced only when it is unset or points at another
+    loopback Northwind (the example port changed). Returns whether the settings were written.
     """
     from frontdoor_tenancy import audit, issuer_settings
     from frontdoor_tenancy.actor import Actor
@@ -128,6 +131,8 @@ async def ensure_sign_in(settings: Settings, tenant_id: str, northwind_url: str)
                 changes["custom_scopes"] = {**current.custom_scopes, "orders:read": "See your orders"}
             if not current.device.enabled:
                 changes["device"] = SignInType(enabled=True, scopes=list(DEVICE_SCOPES))
+            if not current.direct.enabled:
+                changes["direct"] = SignInType(enabled=True, scopes=list(DIRECT_SCOPES))
             login = current.login
             if login is None or (login != wanted_login and _is_loopback_northwind(login.url)):
                 changes["login"] = wanted_login

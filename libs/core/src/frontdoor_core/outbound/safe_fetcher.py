@@ -66,7 +66,7 @@ def _translate(exc: httpx.HTTPError) -> FetchError:
 class SafeFetcher:
     """The one outbound HTTP client for URLs chosen by someone else.
 
-    Only GET; HTTPS only (plus the development loopback exception); public
+    GET (and `post_json`, which never follows a redirect); HTTPS only (plus the development loopback exception); public
     addresses only, checked on the address actually connected to; bounded redirects,
     size and time; no cookies, credentials, proxies or content codings.
     """
@@ -127,6 +127,36 @@ class SafeFetcher:
                 FetchErrorCode.TIMEOUT,
                 f"fetch exceeded {self._policy.total_timeout:g} s",
             ) from None
+        except httpx.HTTPError as exc:
+            raise _translate(exc) from None
+
+    async def post_json(self, url: str, body: bytes, *, content_type: str = "application/json") -> FetchResult:
+        """POST ``body`` to ``url`` once and read a 2xx JSON answer.
+
+        No redirect is followed: what is posted goes to ``url`` only, so a 3xx is
+        ``bad_status`` like any other non-2xx. The same URL, address, size and time
+        rules as `fetch` apply.
+
+        Raises:
+            FetchError: With one of the `FetchErrorCode` codes; nothing else escapes.
+        """
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(self._policy.total_timeout):
+                target = self._check(url, redirect=False)
+                async with self._client(True) as client:
+                    request = client.build_request("POST", target, content=body,
+                                                   headers={"Content-Type": content_type})
+                    response = await client.send(request, stream=True)
+                    try:
+                        data = await self._read(response, True)
+                    finally:
+                        await response.aclose()
+                    return FetchResult(final_url=str(target), status=response.status_code,
+                                       headers=self._headers(response), body=data, redirect_chain=(str(target),),
+                                       elapsed=time.monotonic() - started)
+        except TimeoutError:
+            raise FetchError(FetchErrorCode.TIMEOUT, f"fetch exceeded {self._policy.total_timeout:g} s") from None
         except httpx.HTTPError as exc:
             raise _translate(exc) from None
 
