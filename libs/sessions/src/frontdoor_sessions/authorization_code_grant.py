@@ -35,7 +35,6 @@ from frontdoor_tenancy.actor import Actor
 
 from . import session_store
 from .authorization_codes import AuthorizationCodeStore
-from .client_auth import authenticate_client
 from .revocation import revoke_sign_ins
 from .sign_in import allowed_scopes, complete_sign_in
 from .token_binding import bind_token
@@ -81,12 +80,8 @@ class AuthorizationCodeGrant:
 
     async def _issue(self, tenant: TenantIssuer, req: TokenRequest) -> GrantOutcome:
         d = self._deps
-        now_dt = d.clock()
-        now = int(now_dt.timestamp())
-        await d.limit_network(tenant, req.client_address)
-        auth = await authenticate_client(d.directory, tenant_id=tenant.tenant_id, issuer=tenant.issuer,
-                                         client_id=req.client_id, assertion_type=req.client_assertion_type,
-                                         assertion=req.client_assertion, now=now)
+        start = await d.authenticate(tenant, req)
+        now_dt, now, auth = start.now_dt, start.now, start.auth
         client_id = auth.client_id
         binding = bind_token(d.nonces, tenant, req, now=now)
         if not req.code or not req.code_verifier or not req.redirect_uri or not req.session_id:

@@ -15,7 +15,6 @@ from frontdoor_identity import get_agent_policy, is_allowed
 from frontdoor_protocol.errors import ProtocolError
 from frontdoor_protocol.scopes import format_scope
 
-from .client_auth import authenticate_client
 from .device_flow import DeviceStore
 from .sign_in import allowed_scopes, requested_scopes
 from .token_endpoint import GrantDeps, GrantOutcome, GrantRefused, TenantIssuer
@@ -47,12 +46,8 @@ class DeviceAuthorization:
 
     async def _start(self, tenant: TenantIssuer, req: TokenRequest) -> GrantOutcome:
         d = self._deps
-        now_dt = d.clock()
-        now = int(now_dt.timestamp())
-        await d.limit_network(tenant, req.client_address)
-        auth = await authenticate_client(d.directory, tenant_id=tenant.tenant_id, issuer=tenant.issuer,
-                                         client_id=req.client_id, assertion_type=req.client_assertion_type,
-                                         assertion=req.client_assertion, now=now)
+        start = await d.authenticate(tenant, req)
+        now_dt, auth = start.now_dt, start.auth
         allowed = allowed_scopes(tenant.settings, "device")
         if not allowed:
             raise ProtocolError("unauthorized_client", "Device Sign-In is not offered here.")

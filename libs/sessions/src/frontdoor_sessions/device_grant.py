@@ -18,7 +18,6 @@ from frontdoor_identity import get_agent_policy, is_allowed
 from frontdoor_protocol.errors import ProtocolError
 
 from . import session_store
-from .client_auth import authenticate_client
 from .device_flow import DeviceStore
 from .sign_in import complete_sign_in
 from .token_binding import bind_token
@@ -63,12 +62,8 @@ class DeviceCodeGrant:
 
     async def _issue(self, tenant: TenantIssuer, req: TokenRequest) -> GrantOutcome:
         d = self._deps
-        now_dt = d.clock()
-        now = int(now_dt.timestamp())
-        await d.limit_network(tenant, req.client_address)
-        auth = await authenticate_client(d.directory, tenant_id=tenant.tenant_id, issuer=tenant.issuer,
-                                         client_id=req.client_id, assertion_type=req.client_assertion_type,
-                                         assertion=req.client_assertion, now=now)
+        start = await d.authenticate(tenant, req)
+        now_dt, now, auth = start.now_dt, start.now, start.auth
         client_id = auth.client_id
         binding = bind_token(d.nonces, tenant, req, now=now)
         if not req.device_code or not req.session_id:

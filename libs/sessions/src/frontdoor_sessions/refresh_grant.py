@@ -33,7 +33,6 @@ from frontdoor_tenancy.actor import Actor
 
 from . import session_store
 from .account_tokens import AccountTokenRecord, find_account_token, insert_account_token, mark_replaced
-from .client_auth import authenticate_client
 from .session_store import SessionRecord
 from .sign_in import sign_in_session_or_refuse
 from .token_binding import bind_token
@@ -77,12 +76,8 @@ class RefreshGrant:
 
     async def _issue(self, tenant: TenantIssuer, req: TokenRequest) -> GrantOutcome:
         d = self._deps
-        now_dt = d.clock()
-        now = int(now_dt.timestamp())
-        await d.limit_network(tenant, req.client_address)
-        auth = await authenticate_client(d.directory, tenant_id=tenant.tenant_id, issuer=tenant.issuer,
-                                         client_id=req.client_id, assertion_type=req.client_assertion_type,
-                                         assertion=req.client_assertion, now=now)
+        start = await d.authenticate(tenant, req)
+        now_dt, now, auth = start.now_dt, start.now, start.auth
         binding = bind_token(d.nonces, tenant, req, now=now)
         if not req.refresh_token:
             raise ProtocolError("invalid_request", "refresh_token is required.")

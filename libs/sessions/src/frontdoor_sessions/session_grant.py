@@ -29,7 +29,7 @@ from frontdoor_protocol.errors import ProtocolError
 from frontdoor_protocol.session_assertion import verify_session_assertion
 
 from . import session_store
-from .client_auth import authenticate_client, verify_with_refresh
+from .client_auth import verify_with_refresh
 from .token_binding import bind_token
 from .token_endpoint import SKEW, GrantDeps, GrantOutcome, GrantRefused, OneTimeValue, TenantIssuer
 from .token_request import JWT_BEARER, TokenRequest
@@ -60,12 +60,8 @@ class SessionGrant:
 
     async def _issue(self, tenant: TenantIssuer, req: TokenRequest) -> GrantOutcome:
         d = self._deps
-        now_dt = d.clock()
-        now = int(now_dt.timestamp())
-        await d.limit_network(tenant, req.client_address)
-        auth = await authenticate_client(d.directory, tenant_id=tenant.tenant_id, issuer=tenant.issuer,
-                                         client_id=req.client_id, assertion_type=req.client_assertion_type,
-                                         assertion=req.client_assertion, now=now)
+        start = await d.authenticate(tenant, req)
+        now_dt, now, auth = start.now_dt, start.now, start.auth
         client_id = auth.client_id
         binding = bind_token(d.nonces, tenant, req, now=now)
         if not req.assertion:

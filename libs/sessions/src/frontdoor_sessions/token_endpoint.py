@@ -78,6 +78,15 @@ class Grant(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class AuthenticatedRequest:
+    """A token-endpoint request past the network limit and client authentication."""
+
+    now_dt: datetime
+    now: int
+    auth: Any
+
+
 @dataclass
 class GrantDeps:
     """Per-process dependencies every grant (and the revocation endpoint) uses."""
@@ -119,6 +128,18 @@ class GrantDeps:
         s = tenant.settings
         per_agent = s.agent_rate_overrides.get(client_id, s.sessions_per_agent_per_minute)
         await self.limit(f"tok:agent:{tenant.tenant_id}:{client_id}", per_agent, "sessions-per-agent")
+
+    async def authenticate(self, tenant: TenantIssuer, req: TokenRequest) -> AuthenticatedRequest:
+        """What every grant does first: the clock, the per-network limit, client authentication."""
+        from .client_auth import authenticate_client  # client_auth builds on this module
+
+        now_dt = self.clock()
+        now = int(now_dt.timestamp())
+        await self.limit_network(tenant, req.client_address)
+        auth = await authenticate_client(self.directory, tenant_id=tenant.tenant_id, issuer=tenant.issuer,
+                                         client_id=req.client_id, assertion_type=req.client_assertion_type,
+                                         assertion=req.client_assertion, now=now)
+        return AuthenticatedRequest(now_dt=now_dt, now=now, auth=auth)
 
     async def claim_once(self, values: list[OneTimeValue]) -> None:
         """Claim every value in one round trip (fail closed); refuse the first replay, in order."""
