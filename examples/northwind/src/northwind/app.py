@@ -43,6 +43,7 @@ from northwind.config import NorthwindConfig
 from northwind.conversations import conversation_router
 from northwind.login import login_router
 from northwind.mcp_server import build_mcp_server
+from northwind.mediated import mediated_router
 from northwind.protection import ORDERS_READ, protected_paths, signed_in_account
 
 
@@ -150,6 +151,7 @@ def create_app(config: NorthwindConfig) -> Litestar:
             _mcp_metadata(config),
             conversation_router(clock),
             login_router(config, issuer_keys, clock),
+            mediated_router(config, issuer_keys, clock),  # Mediated Sign-In's relay (PAP §4.7)
             browser_router(browser),  # agents' browsers (PAP §5)
             account_router(config, accounts),  # the customer's connected agents
         ],

@@ -76,6 +76,17 @@ from frontdoor_sdk.login_handoff import (
     login_signing_key,
     verify_login_request,
 )
+from frontdoor_sdk.mediated import (
+    RELAY_TYPE,
+    RelayRefused,
+    RelayRefusedReason,
+    RelayRequest,
+    relay_code_required,
+    relay_complete,
+    relay_expired,
+    relay_failed,
+    verify_relay_request,
+)
 
 __all__ += [
     "IssuerKeySource",
@@ -107,4 +118,16 @@ __all__ += [
     "DisconnectResult",
     "FrontdoorAccounts",
     "FrontdoorAccountsError",
+]
+
+__all__ += [
+    "RELAY_TYPE",
+    "RelayRefused",
+    "RelayRefusedReason",
+    "RelayRequest",
+    "relay_code_required",
+    "relay_complete",
+    "relay_expired",
+    "relay_failed",
+    "verify_relay_request",
 ]
