@@ -94,7 +94,7 @@ def create_app(
     configure_logging(level=settings.log_level, fmt=settings.log_format)
     configure_tracing("frontdoor-console", otlp_endpoint=settings.otel_exporter_otlp_endpoint)
 
-    from .http import accounts, admin_web, agents, domains
+    from .http import accounts, admin_web, agents, dashboard, domains
 
     routes: list[Any] = [
         *health_routes("console"),
@@ -111,6 +111,7 @@ def create_app(
         *agents.routes,
         *accounts.routes,
         *admin_web.routes,
+        dashboard.router,
         openapi_json,
         create_static_files_router(path="/static", directories=[_HERE / "static"], include_in_schema=False),
         *(extra_routes or []),

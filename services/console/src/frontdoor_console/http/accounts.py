@@ -23,6 +23,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
 from .deps import ctx_of, require_writer
+from .problems import PROBLEMS
 
 __all__ = ["routes"]
 
@@ -63,7 +64,7 @@ def _out(account: str | None, client_id: str | None, done: RevocationSummary) ->
                          tokens_revoked=done.tokens_revoked, sessions_signed_out=done.sessions_signed_out)
 
 
-@post("/api/v1/accounts/{account:str}/disconnect", status_code=200, tags=["accounts"],
+@post("/api/v1/accounts/{account:str}/disconnect", responses=PROBLEMS, status_code=200, tags=["accounts"],
       summary="Disconnect agents from one of your accounts",
       description="Revokes the Account Tokens of the account (all agents, or only client_id's) and signs out "
                   "their Sessions at once. The Sessions continue signed out.")
@@ -79,7 +80,7 @@ async def accounts_disconnect(account: FromPath[str], actor: NamedDependency[Act
     return _out(account_id, client_id, done)
 
 
-@post("/api/v1/agents/revoke-tokens", status_code=200, tags=["agents"],
+@post("/api/v1/agents/revoke-tokens", responses=PROBLEMS, status_code=200, tags=["agents"],
       summary="Revoke every Account Token of an agent",
       description="Signs the agent out of every account; it can still start signed-out Sessions unless blocked.")
 async def agents_revoke_tokens(data: JSONBody[AgentTokensIn], actor: NamedDependency[Actor],

@@ -93,13 +93,5 @@ async def logout(request: Request[Any, Any, Any], state: State) -> Response[Any]
                     cookies=[_cookie("", secure=not ctx_of(state).settings.is_dev, max_age=0)])
 
 
-@get("/", include_in_schema=False)
-async def home(request: Request[Any, Any, Any], state: State) -> Response[Any]:
-    session = await current_admin(request, state)
-    if session is None:
-        return Redirect("/login", status_code=303)
-    return Template("home.html", context={"email": session.admin.email, "role": session.admin.role},
-                    headers={"Cache-Control": "no-store"})
-
-
-routes: list[Any] = [login_page, login, logout, home]
+routes: list[Any] = [login_page, login, logout]
+"""``/`` (home) is the dashboard's overview: see ``dashboard.py``."""

@@ -12,6 +12,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
 from .deps import ctx_of, require_writer
+from .problems import PROBLEMS
 
 __all__ = ["ApiKeysController"]
 
@@ -35,7 +36,7 @@ class ApiKeysController(Controller):
     path = "/api/v1/api-keys"
     tags = ["api-keys"]  # noqa: RUF012 - Litestar reads it as a plain class attribute
 
-    @post("/", status_code=201, summary="Create an API key (the secret is shown once)")
+    @post("/", responses=PROBLEMS, status_code=201, summary="Create an API key (the secret is shown once)")
     async def create(self, data: JSONBody[NewApiKey], actor: NamedDependency[Actor], state: State) -> CreatedOut:
         require_writer(actor)
         async with transaction(ctx_of(state).pool) as conn:
@@ -43,12 +44,12 @@ class ApiKeysController(Controller):
         return CreatedOut(id=created.key.id, name=created.key.name, prefix=created.key.prefix,
                           api_key=created.api_key)
 
-    @get("/", summary="List API keys (prefixes only)")
+    @get("/", responses=PROBLEMS, summary="List API keys (prefixes only)")
     async def list_(self, actor: NamedDependency[Actor], state: State) -> ApiKeyList:
         async with ctx_of(state).pool.acquire() as conn:
             return ApiKeyList(data=await api_keys.list_keys(conn, actor.tenant_id))
 
-    @delete("/{key_id:str}", status_code=200, summary="Revoke an API key")
+    @delete("/{key_id:str}", responses=PROBLEMS, status_code=200, summary="Revoke an API key")
     async def revoke(self, key_id: FromPath[str], actor: NamedDependency[Actor], state: State) -> api_keys.ApiKeyView:
         require_writer(actor)
         async with transaction(ctx_of(state).pool) as conn:

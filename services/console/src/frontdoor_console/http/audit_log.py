@@ -11,6 +11,7 @@ from litestar.di import NamedDependency
 from litestar.params import Parameter
 
 from .deps import ctx_of
+from .problems import PROBLEMS
 
 __all__ = ["audit_log"]
 
@@ -20,7 +21,7 @@ class AuditPage(msgspec.Struct, frozen=True, kw_only=True):
     next_before: str | None
 
 
-@get("/api/v1/audit-log", tags=["audit"], summary="Read the audit log")
+@get("/api/v1/audit-log", responses=PROBLEMS, tags=["audit"], summary="Read the audit log")
 async def audit_log(
     actor: NamedDependency[Actor],
     state: State,

@@ -16,6 +16,7 @@ from litestar.params import FromPath, JSONBody
 
 from ..policy import lifecycle_policy
 from .deps import ctx_of, require_writer
+from .problems import PROBLEMS
 
 __all__ = ["routes"]
 
@@ -28,7 +29,7 @@ class DomainList(msgspec.Struct, frozen=True, kw_only=True):
     data: list[domain_claims.DomainView]
 
 
-@post("/api/v1/domains", status_code=201, tags=["domains"], summary="Claim a domain",
+@post("/api/v1/domains", responses=PROBLEMS, status_code=201, tags=["domains"], summary="Claim a domain",
       description="Answers the TXT record to publish at `_frontdoor-challenge.<domain>`.")
 async def add_domain(data: JSONBody[NewDomain], actor: NamedDependency[Actor], state: State) -> domain_claims.DomainView:
     require_writer(actor)
@@ -38,19 +39,20 @@ async def add_domain(data: JSONBody[NewDomain], actor: NamedDependency[Actor], s
                                               policy=lifecycle_policy(ctx.settings))
 
 
-@get("/api/v1/domains", tags=["domains"], summary="List your domains")
+@get("/api/v1/domains", responses=PROBLEMS, tags=["domains"], summary="List your domains")
 async def list_domains(actor: NamedDependency[Actor], state: State) -> DomainList:
     async with ctx_of(state).pool.acquire() as conn:
         return DomainList(data=await domain_claims.list_domains(conn, actor.tenant_id))
 
 
-@get("/api/v1/domains/{domain:str}", tags=["domains"], summary="Read one domain")
+@get("/api/v1/domains/{domain:str}", responses=PROBLEMS, tags=["domains"], summary="Read one domain")
 async def get_domain(domain: FromPath[str], actor: NamedDependency[Actor], state: State) -> domain_claims.DomainView:
     async with ctx_of(state).pool.acquire() as conn:
         return await domain_claims.get_domain(conn, actor.tenant_id, domain)
 
 
-@delete("/api/v1/domains/{domain:str}", status_code=204, tags=["domains"], summary="Remove a domain")
+@delete("/api/v1/domains/{domain:str}", status_code=204, tags=["domains"], summary="Remove a domain",
+        responses=PROBLEMS)
 async def delete_domain(domain: FromPath[str], actor: NamedDependency[Actor], state: State) -> None:
     require_writer(actor)
     async with transaction(ctx_of(state).pool) as conn:
@@ -58,6 +60,7 @@ async def delete_domain(domain: FromPath[str], actor: NamedDependency[Actor], st
 
 
 @post("/api/v1/domains/{domain:str}/verify", status_code=200, tags=["domains"], summary="Check DNS now",
+      responses=PROBLEMS,
       description="Looks the TXT record up now and answers the domain's new state. A DNS error changes nothing.")
 async def verify_domain(domain: FromPath[str], actor: NamedDependency[Actor], state: State) -> domain_claims.DomainView:
     require_writer(actor)
@@ -69,6 +72,7 @@ async def verify_domain(domain: FromPath[str], actor: NamedDependency[Actor], st
 
 
 @get("/api/v1/domains/{domain:str}/poppy.json", tags=["domains"], summary="The poppy.json to publish",
+     responses=PROBLEMS,
      description="Publish this exact document at `https://<domain>/.well-known/poppy.json` (verified domains only).")
 async def poppy_json(domain: FromPath[str], actor: NamedDependency[Actor], state: State) -> Response[dict[str, Any]]:
     ctx = ctx_of(state)
@@ -78,7 +82,7 @@ async def poppy_json(domain: FromPath[str], actor: NamedDependency[Actor], state
     return Response(doc, headers={"Cache-Control": "no-store"})
 
 
-@post("/api/v1/domains/{domain:str}/publish-check", status_code=200, tags=["domains"],
+@post("/api/v1/domains/{domain:str}/publish-check", responses=PROBLEMS, status_code=200, tags=["domains"],
       summary="Check the published poppy.json as an agent would",
       description="Fetches the live document and the issuer metadata it names; answers a list of findings.")
 async def publish_check(domain: FromPath[str], actor: NamedDependency[Actor], state: State) -> PublishReport:

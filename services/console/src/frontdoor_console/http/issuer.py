@@ -17,6 +17,7 @@ from litestar.di import NamedDependency
 from litestar.params import JSONBody, Parameter
 
 from .deps import ctx_of, require_writer
+from .problems import PROBLEMS
 
 __all__ = ["get_issuer", "get_tenant", "list_signing_keys", "patch_tenant", "put_issuer", "rotate_key"]
 
@@ -30,7 +31,7 @@ class IssuerOut(msgspec.Struct, frozen=True, kw_only=True):
     settings: IssuerSettings
 
 
-@get("/api/v1/issuer", tags=["issuer"], summary="Read the issuer settings")
+@get("/api/v1/issuer", responses=PROBLEMS, tags=["issuer"], summary="Read the issuer settings")
 async def get_issuer(actor: NamedDependency[Actor], state: State) -> IssuerOut:
     ctx = ctx_of(state)
     async with ctx.pool.acquire() as conn:
@@ -49,7 +50,7 @@ def _out(ctx: Any, slug: str, stored: issuer_settings.StoredIssuerSettings) -> I
     )
 
 
-@put("/api/v1/issuer", tags=["issuer"], summary="Replace the issuer settings",
+@put("/api/v1/issuer", responses=PROBLEMS, tags=["issuer"], summary="Replace the issuer settings",
      description="Send `If-Match: <version>` to refuse the write if someone changed the settings meanwhile.")
 async def put_issuer(
     data: JSONBody[IssuerSettings], actor: NamedDependency[Actor], state: State,
@@ -90,7 +91,7 @@ class TenantPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     slug: str | None = None
 
 
-@get("/api/v1/tenant", tags=["tenants"], summary="Read your tenant")
+@get("/api/v1/tenant", responses=PROBLEMS, tags=["tenants"], summary="Read your tenant")
 async def get_tenant(actor: NamedDependency[Actor], state: State) -> TenantOut:
     ctx = ctx_of(state)
     async with ctx.pool.acquire() as conn:
@@ -99,7 +100,8 @@ async def get_tenant(actor: NamedDependency[Actor], state: State) -> TenantOut:
                      created_at=t.created_at)
 
 
-@patch("/api/v1/tenant", tags=["tenants"], summary="Change the slug (only before any domain is verified)")
+@patch("/api/v1/tenant", tags=["tenants"], summary="Change the slug (only before any domain is verified)",
+       responses=PROBLEMS)
 async def patch_tenant(data: JSONBody[TenantPatch], actor: NamedDependency[Actor], state: State) -> TenantOut:
     require_writer(actor)
     ctx = ctx_of(state)
@@ -120,6 +122,7 @@ class SigningKeyList(msgspec.Struct, frozen=True, kw_only=True):
 
 
 @post("/api/v1/signing-keys/rotate", status_code=201, tags=["issuer"], summary="Rotate the issuer signing key",
+      responses=PROBLEMS,
       description="The new key is published now and signs after the configured lead time.")
 async def rotate_key(actor: NamedDependency[Actor], state: State) -> RotationOut:
     require_writer(actor)
@@ -132,7 +135,8 @@ async def rotate_key(actor: NamedDependency[Actor], state: State) -> RotationOut
     return RotationOut(kid=kid, activates_at=at)
 
 
-@get("/api/v1/signing-keys", tags=["issuer"], summary="The published public keys (the issuer's JWKS)")
+@get("/api/v1/signing-keys", tags=["issuer"], summary="The published public keys (the issuer's JWKS)",
+     responses=PROBLEMS)
 async def list_signing_keys(actor: NamedDependency[Actor], state: State) -> SigningKeyList:
     ctx = ctx_of(state)
     async with ctx.pool.acquire() as conn:

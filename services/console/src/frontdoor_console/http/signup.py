@@ -12,6 +12,7 @@ from litestar.datastructures import State
 from litestar.params import JSONBody
 
 from .deps import ctx_of, rate_limit
+from .problems import PUBLIC_PROBLEMS
 
 __all__ = ["signup"]
 
@@ -33,6 +34,7 @@ class SignUpOut(msgspec.Struct, frozen=True, kw_only=True):
 
 
 @post("/api/v1/signup", status_code=201, tags=["tenants"], summary="Sign up a company", security=[],
+      responses=PUBLIC_PROBLEMS,
       description="Creates the tenant and its owner. The `api_key` is shown only in this response.")
 async def signup(data: JSONBody[tenants.SignUp], request: Request[Any, Any, Any], state: State) -> SignUpOut:
     ctx = ctx_of(state)
