@@ -106,12 +106,34 @@ def access_token_hash(access_token: str) -> str:
     return b64url_encode(hashlib.sha256(access_token.encode("ascii")).digest())
 
 
+# An agent proves with the same key on every request: importing a JWK and hashing its
+# thumbprint is a third of a resource check's CPU, so the verified result is remembered
+# per (exact key members, alg). Bounded; a plain dict cleared when full.
+_KEY_CACHE: dict[tuple[tuple[tuple[str, str], ...], str], tuple[Key, str]] = {}
+_KEY_CACHE_MAX = 4096
+
+
 def _public_key(jwk: object, alg: str) -> tuple[Key, str]:
     """The proof key and its thumbprint, or a refusal (PAP-4.3-20)."""
     if not isinstance(jwk, dict):
         raise ProtocolError(_INVALID, "DPoP proof jwk is missing")
     if not PRIVATE_JWK_MEMBERS.isdisjoint(jwk):
         raise ProtocolError(_INVALID, "DPoP proof jwk must hold a public key only")
+    cache_key = None
+    if all(isinstance(k, str) and isinstance(v, str) for k, v in jwk.items()):
+        cache_key = (tuple(sorted(jwk.items())), alg)
+        hit = _KEY_CACHE.get(cache_key)
+        if hit is not None:
+            return hit
+    result = _import_public_key(jwk, alg)
+    if cache_key is not None:
+        if len(_KEY_CACHE) >= _KEY_CACHE_MAX:
+            _KEY_CACHE.clear()
+        _KEY_CACHE[cache_key] = result
+    return result
+
+
+def _import_public_key(jwk: dict[str, Any], alg: str) -> tuple[Key, str]:
     try:
         key = JWKRegistry.import_key(jwk)
         thumbprint = jwk_thumbprint(jwk)

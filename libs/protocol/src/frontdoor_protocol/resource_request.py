@@ -107,12 +107,14 @@ def header_values(headers: RequestHeaders, name: str) -> list[str]:
     Returns:
         The values, in order; empty when the header is absent.
     """
-    if isinstance(headers, HeaderMultiMap):
-        return list(headers.getall(name, []))
+    getall = getattr(headers, "getall", None)  # a multi-map (cheaper than a Protocol isinstance)
+    if getall is not None:
+        return list(getall(name, []))
     wanted = name.lower()
     if isinstance(headers, Mapping):
         return [value for key, value in headers.items() if key.lower() == wanted]
-    return [value for key, value in headers if key.lower() == wanted]
+    pairs: Iterable[tuple[str, str]] = headers  # type: ignore[assignment]  # neither multi-map nor mapping
+    return [value for key, value in pairs if key.lower() == wanted]
 
 
 def _has_token_in_url(url: str, query_params: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> bool:
