@@ -55,6 +55,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     domain_sweep_interval: Annotated[timedelta, _doc("How often the worker looks for domains due a check.")] = timedelta(minutes=1)
     session_lifetime: Annotated[timedelta, _doc("Default Session Token lifetime for new tenants (hours, not days).")] = timedelta(hours=1)
     key_publish_lead: Annotated[timedelta, _doc("A rotated signing key is published this long before it signs anything.")] = timedelta(minutes=10)
+    trusted_proxies: Annotated[str, _doc("Comma-separated CIDRs of the reverse proxies in front of the services; their X-Forwarded-For then names the client for rate limits. Empty: the TCP peer is the client.")] = ""
     outbound_allowlist: Annotated[str, _doc("Comma-separated CIDRs or host names the SSRF-safe client may reach although they are not public (tests, private deployments).")] = ""
     console_port: Annotated[int, _doc("`make run`: console port on 127.0.0.1.")] = 8000
     issuer_port: Annotated[int, _doc("`make run`: issuer port.")] = 8001
@@ -153,6 +154,15 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
     except msgspec.ValidationError as exc:
         raise SettingsError(_explain(str(exc))) from None
     settings.nameservers()  # raises SettingsError naming the variable
+    if settings.trusted_proxies:
+        import ipaddress
+
+        try:
+            for part in settings.trusted_proxies.split(","):
+                if part.strip():
+                    ipaddress.ip_network(part.strip(), strict=False)
+        except ValueError:
+            raise SettingsError(f"{ENV_NAMES['trusted_proxies']}: not a list of CIDRs") from None
     for name in ("issuer_base_url", "console_base_url", "ledger_base_url"):
         url = getattr(settings, name)
         if url.endswith("/"):

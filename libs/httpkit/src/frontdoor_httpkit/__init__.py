@@ -1,5 +1,6 @@
 """Litestar plumbing shared by Frontdoor's HTTP services (no domain words here)."""
 
+from .client_address import client_address
 from .health import health_routes
 from .json_body import BadBody, read_json
 from .json_guard import make_json_guard
@@ -13,6 +14,7 @@ __all__ = [
     "RequestIdMiddleware",
     "SecurityHeadersMiddleware",
     "TracingMiddleware",
+    "client_address",
     "current_request_id",
     "health_routes",
     "make_json_guard",

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import msgspec
 from frontdoor_core.db import transaction
 from frontdoor_core.errors import RateLimited
-from frontdoor_httpkit import current_request_id
+from frontdoor_httpkit import client_address, current_request_id
 from frontdoor_tenancy import admins
 from litestar import Request, Response, get, post
 from litestar.datastructures import Cookie, State
@@ -61,7 +61,7 @@ async def login(
     ctx = ctx_of(state)
     failed = Template("login.html", context={"error": "Email or password is incorrect.", "email": data.email},
                       status_code=401)
-    client = request.client.host if request.client else "unknown"
+    client = client_address(request, ctx.settings.trusted_proxies)
     try:
         await rate_limit(ctx, f"login:ip:{client}", limit=ctx.settings.login_rate_limit * 5, window_s=900)
         await rate_limit(ctx, f"login:email:{data.email.strip().lower()}", limit=ctx.settings.login_rate_limit,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from frontdoor_httpkit import current_request_id
+from frontdoor_httpkit import client_address, current_request_id
 from frontdoor_tenancy import tenants
 from litestar import Request, post
 from litestar.datastructures import State
@@ -38,7 +38,7 @@ class SignUpOut(msgspec.Struct, frozen=True, kw_only=True):
       description="Creates the tenant and its owner. The `api_key` is shown only in this response.")
 async def signup(data: JSONBody[tenants.SignUp], request: Request[Any, Any, Any], state: State) -> SignUpOut:
     ctx = ctx_of(state)
-    client = request.client.host if request.client else "unknown"
+    client = client_address(request, ctx.settings.trusted_proxies)
     await rate_limit(ctx, f"signup:{client}", limit=ctx.settings.signup_rate_limit, window_s=3600)
     result = await tenants.sign_up(
         ctx.pool, data, kek=ctx.kek, now=ctx.now(),

@@ -27,6 +27,7 @@ from urllib.parse import parse_qsl
 
 from frontdoor_core.errors import Unavailable
 from frontdoor_core.rate_limit import hit
+from frontdoor_httpkit import client_address
 from frontdoor_identity import ClientResolutionError, get_agent_policy, is_allowed
 from frontdoor_protocol.errors import ProtocolError
 from frontdoor_protocol.scopes import format_scope
@@ -77,7 +78,7 @@ async def authorize(slug: FromPath[str], request: Request[Any, Any, Any], state:
     tenant = await ctx.tenant(slug)
     if tenant is None:
         return not_found()
-    network = request.client.host if request.client else "unknown"
+    network = client_address(request, state.ctx.settings.trusted_proxies)
     try:
         allowed, retry = await hit(ctx.redis, f"authorize:{tenant.tenant_id}:{network}",
                                    limit=_REQUESTS_PER_NETWORK_PER_MINUTE, window_s=60)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from frontdoor_core.errors import Unavailable
+from frontdoor_httpkit import client_address
 from frontdoor_protocol.errors import ProtocolError
 from frontdoor_sessions import DeviceAuthorization, GrantRefused, TokenRequest
 from litestar import Request, Response, post
@@ -36,7 +37,7 @@ async def device_authorization(slug: FromPath[str], request: Request[Any, Any, A
     req = TokenRequest(
         client_id=form.get("client_id"), client_assertion_type=form.get("client_assertion_type"),
         client_assertion=form.get("client_assertion"), scope=form.get("scope"),
-        client_address=request.client.host if request.client else "unknown",
+        client_address=client_address(request, state.ctx.settings.trusted_proxies),
     )
     starter: DeviceAuthorization = state.device_authorization
     try:

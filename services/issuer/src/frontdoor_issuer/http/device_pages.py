@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from frontdoor_core.errors import RateLimited, Unavailable
 from frontdoor_core.rate_limit import hit
+from frontdoor_httpkit import client_address
 from litestar import Request, Response, get, post
 from litestar.datastructures import State
 from litestar.params import FromPath
@@ -43,7 +44,7 @@ async def device_submit(slug: FromPath[str], request: Request[Any, Any, Any], st
         return not_found()
     form = await request.form()
     raw = str(form.get("user_code", ""))[:40]
-    client = request.client.host if request.client else "unknown"
+    client = client_address(request, state.ctx.settings.trusted_proxies)
     # A flood limit on submissions per network; guessing is limited by the wrong codes
     # counted per requester and per tenant (`DeviceStore.find_by_user_code`).
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from frontdoor_core.errors import Unavailable
-from frontdoor_httpkit import current_request_id
+from frontdoor_httpkit import client_address, current_request_id
 from frontdoor_protocol.errors import ProtocolError
 from frontdoor_sessions import GrantRefused, Revocation, RevocationRequest
 from litestar import Request, Response, post
@@ -37,7 +37,7 @@ async def revoke(slug: FromPath[str], request: Request[Any, Any, Any], state: St
     req = RevocationRequest(
         token=form.get("token"), token_type_hint=form.get("token_type_hint"), client_id=form.get("client_id"),
         client_assertion_type=form.get("client_assertion_type"), client_assertion=form.get("client_assertion"),
-        client_address=request.client.host if request.client else "unknown",
+        client_address=client_address(request, state.ctx.settings.trusted_proxies),
     )
     revocation: Revocation = state.revocation
     try:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from frontdoor_core.errors import Unavailable
+from frontdoor_httpkit import client_address
 from frontdoor_protocol.errors import ProtocolError
 from frontdoor_sessions import Grant, GrantRefused, TokenRequest
 from litestar import Request, Response, post
@@ -49,7 +50,7 @@ async def token(slug: FromPath[str], request: Request[Any, Any, Any], state: Sta
         scope=form.get("scope"), device_code=form.get("device_code"), refresh_token=form.get("refresh_token"),
         code=form.get("code"), code_verifier=form.get("code_verifier"), redirect_uri=form.get("redirect_uri"),
         dpop=tuple(request.headers.getall("dpop", [])),
-        client_address=request.client.host if request.client else "unknown",
+        client_address=client_address(request, state.ctx.settings.trusted_proxies),
     )
     try:
         outcome = await grant.issue(tenant, req)
