@@ -238,3 +238,17 @@ async def test_discovery_objects_are_tenant_scoped(console: AsyncTestClient[Any]
     assert r.status_code == 404
     mine = (await console.get("/api/v1/issuer", headers=other_tenant.auth)).json()
     assert mine["issuer"] == other_tenant.issuer
+
+
+async def test_compromised_rotation_unpublishes_the_old_key_at_once(
+    console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], tenant: TenantHandle, db: Any
+) -> None:
+    old = {k["kid"] for k in (await issuer.get(f"/{tenant.slug}/jwks.json")).json()["keys"]}
+    r = await console.post("/api/v1/signing-keys/rotate?compromised=true", headers=tenant.auth)
+    assert r.status_code == 201, r.text
+    new_kid = r.json()["kid"]
+    published = {k["kid"] for k in (await issuer.get(f"/{tenant.slug}/jwks.json")).json()["keys"]}
+    assert published == {new_kid} and not (old & published)
+    details = await db.fetchval("SELECT details FROM audit_log WHERE tenant_id = $1 AND action = 'signing_key.rotated'",
+                                tenant.id)
+    assert details["compromised"] is True

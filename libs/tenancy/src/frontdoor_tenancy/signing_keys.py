@@ -78,12 +78,19 @@ async def create_first_key(conn: asyncpg.Connection, tenant_id: str, kek: Kek, n
 
 
 async def rotate_signing_key(
-    conn: asyncpg.Connection, tenant_id: str, kek: Kek, now: datetime, *, publish_lead: timedelta
+    conn: asyncpg.Connection, tenant_id: str, kek: Kek, now: datetime, *, publish_lead: timedelta,
+    compromised: bool = False,
 ) -> tuple[str, datetime]:
     """Add a new key (published now, signing after ``publish_lead``); return (kid, activates_at).
 
+    ``compromised``: the old keys may be in an attacker's hands. The new key signs at once
+    and every other key leaves the JWKS now, so nothing they signed verifies any more
+    (Sessions then renew with the new key; Account Tokens are opaque and unaffected).
+
     Locks the tenant's key rows so concurrent rotations serialise.
     """
+    if compromised:
+        publish_lead = timedelta(0)
     await conn.execute("SELECT 1 FROM signing_keys WHERE tenant_id = $1 FOR UPDATE", tenant_id)
     records = await _records(conn, tenant_id)
     material = generate_signing_key()
@@ -94,6 +101,12 @@ async def rotate_signing_key(
             tenant_id, old.kid, old.retired_at,
         )
     await _insert(conn, tenant_id, kek, plan.new_key, pem=material.private_pem, jwk=material.public_jwk)
+    if compromised:
+        # Retired long enough ago that no retention window keeps them published.
+        await conn.execute(
+            "UPDATE signing_keys SET retired_at = $3 WHERE tenant_id = $1 AND kid <> $2",
+            tenant_id, material.kid, now - RETAIN_FOR - timedelta(seconds=1),
+        )
     return material.kid, plan.new_key.activates_at
 
 

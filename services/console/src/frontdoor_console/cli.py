@@ -2,7 +2,8 @@
 
     migrate                      apply pending migrations
     rotate-signing-key SLUG      publish a new issuer key (signs after the publish lead)
-      [--now]                    emergency rotation: sign with it immediately
+      [--compromised]            the old key leaked: sign with the new one now and
+                                 unpublish every other key at once
 
 Configuration comes from the environment, as for the services.
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from datetime import timedelta
 
 from frontdoor_core.clock import utc_now
 from frontdoor_core.db import create_pool, transaction
@@ -47,12 +47,11 @@ async def _rotate(slug: str, immediate: bool) -> int:
             if tenant is None:
                 print(f"no tenant with slug {slug!r}", file=sys.stderr)
                 return 1
-            lead = timedelta(0) if immediate else s.key_publish_lead
             kid, at = await signing_keys.rotate_signing_key(conn, tenant.id, Kek.from_env_value(s.kek), utc_now(),
-                                                            publish_lead=lead)
+                                                            publish_lead=s.key_publish_lead, compromised=immediate)
             await audit.record(conn, Actor(tenant_id=tenant.id, type="system"), "signing_key.rotated",
                                target_type="signing_key", target_id=kid,
-                               details={"activates_at": at.isoformat(), "via": "cli", "immediate": immediate})
+                               details={"activates_at": at.isoformat(), "via": "cli", "compromised": immediate})
     finally:
         await pool.close()
     print(f"new key {kid} published; signs from {at.isoformat()}")
@@ -66,11 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("migrate", help="apply pending migrations")
     rot = sub.add_parser("rotate-signing-key", help="rotate a tenant's issuer signing key")
     rot.add_argument("slug")
-    rot.add_argument("--now", action="store_true", help="sign with the new key immediately (after a compromise)")
+    rot.add_argument("--compromised", action="store_true",
+                     help="the old key leaked: sign with the new key now and unpublish the others at once")
     args = parser.parse_args(argv)
     if args.command == "migrate":
         return asyncio.run(_migrate())
-    return asyncio.run(_rotate(args.slug, args.now))
+    return asyncio.run(_rotate(args.slug, args.compromised))
 
 
 if __name__ == "__main__":

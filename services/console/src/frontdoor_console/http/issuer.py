@@ -123,15 +123,19 @@ class SigningKeyList(msgspec.Struct, frozen=True, kw_only=True):
 
 @post("/api/v1/signing-keys/rotate", status_code=201, tags=["issuer"], summary="Rotate the issuer signing key",
       responses=PROBLEMS,
-      description="The new key is published now and signs after the configured lead time.")
-async def rotate_key(actor: NamedDependency[Actor], state: State) -> RotationOut:
+      description="The new key is published now and signs after the configured lead time. With "
+                  "`?compromised=true` (the old key leaked) it signs at once and every other key leaves the "
+                  "JWKS immediately: tokens they signed stop verifying.")
+async def rotate_key(actor: NamedDependency[Actor], state: State,
+                     compromised: bool = Parameter(default=False)) -> RotationOut:
     require_writer(actor)
     ctx = ctx_of(state)
     async with transaction(ctx.pool) as conn:
         kid, at = await signing_keys.rotate_signing_key(
-            conn, actor.tenant_id, ctx.kek, ctx.now(), publish_lead=ctx.settings.key_publish_lead)
+            conn, actor.tenant_id, ctx.kek, ctx.now(), publish_lead=ctx.settings.key_publish_lead,
+            compromised=compromised)
         await audit.record(conn, actor, "signing_key.rotated", target_type="signing_key", target_id=kid,
-                           details={"activates_at": at.isoformat()})
+                           details={"activates_at": at.isoformat(), "compromised": compromised})
     return RotationOut(kid=kid, activates_at=at)
 
 
