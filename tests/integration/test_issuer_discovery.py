@@ -252,3 +252,26 @@ async def test_compromised_rotation_unpublishes_the_old_key_at_once(
     details = await db.fetchval("SELECT details FROM audit_log WHERE tenant_id = $1 AND action = 'signing_key.rotated'",
                                 tenant.id)
     assert details["compromised"] is True
+
+
+async def test_retired_keys_are_pruned_after_retention(console: AsyncTestClient[Any], tenant: TenantHandle,
+                                                       db: Any) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from frontdoor_tenancy.signing_keys import RETAIN_FOR, prune_retired_keys
+
+    first = await db.fetchval("SELECT kid FROM signing_keys WHERE tenant_id = $1", tenant.id)
+    r = await console.post("/api/v1/signing-keys/rotate?compromised=true", headers=tenant.auth)
+    assert r.status_code == 201
+    now = datetime.now(UTC)
+    # The compromised rotation already retired the old key past retention: the job removes it.
+    assert await prune_retired_keys(db, now) >= 1
+    kids = {row["kid"] for row in await db.fetch("SELECT kid FROM signing_keys WHERE tenant_id = $1", tenant.id)}
+    assert kids == {r.json()["kid"]} and first not in kids
+    # A normally rotated key stays until its retention has passed.
+    r2 = await console.post("/api/v1/signing-keys/rotate", headers=tenant.auth)
+    assert r2.status_code == 201
+    await prune_retired_keys(db, now + timedelta(minutes=30))
+    assert await db.fetchval("SELECT count(*) FROM signing_keys WHERE tenant_id = $1", tenant.id) == 2
+    await prune_retired_keys(db, now + RETAIN_FOR + timedelta(hours=1))
+    assert await db.fetchval("SELECT count(*) FROM signing_keys WHERE tenant_id = $1", tenant.id) == 1

@@ -28,6 +28,7 @@ __all__ = [
     "create_first_key",
     "jwks",
     "load_signer",
+    "prune_retired_keys",
     "rotate_signing_key",
 ]
 
@@ -128,3 +129,15 @@ async def load_signer(conn: asyncpg.Connection, tenant_id: str, kek: Kek, now: d
     )
     pem = kek.decrypt(blob, aad=row_aad("signing_key", tenant_id, record.kid))
     return ActiveSigner(record.kid, load_private_key(pem))
+
+
+async def prune_retired_keys(conn: asyncpg.Connection, now: datetime) -> int:
+    """Delete keys no JWKS publishes any more (retired longer than `RETAIN_FOR`); return how many.
+
+    The worker's job, across tenants. A key that signs is never retired, so a tenant always
+    keeps its signing key; the encrypted private halves of old keys stop lingering.
+    """
+    result = await conn.execute(
+        "DELETE FROM signing_keys WHERE retired_at IS NOT NULL AND retired_at < $1", now - RETAIN_FOR
+    )
+    return int(result.split()[-1])
