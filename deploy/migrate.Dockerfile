@@ -21,8 +21,10 @@ COPY libs/protocol libs/protocol
 COPY libs/tenancy libs/tenancy
 COPY libs/identity libs/identity
 COPY libs/sessions libs/sessions
+COPY libs/webhooks libs/webhooks
+COPY libs/operations libs/operations
 RUN pip install -c requirements/constraints.txt \
-        libs/core libs/protocol libs/tenancy libs/identity libs/sessions \
+        libs/core libs/protocol libs/tenancy libs/identity libs/sessions libs/webhooks libs/operations \
     && pip check
 
 # --- runtime -----------------------------------------------------------------------------

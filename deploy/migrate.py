@@ -16,14 +16,18 @@ import sys
 
 import asyncpg
 from frontdoor_core.logging import configure_logging, get_logger
-from frontdoor_core.migrations import MigrationError, apply_migrations, discover
-from frontdoor_core.settings import ENV_NAMES
 
 # THE list of packages whose migrations/*.sql make up the schema, for deployments.
 # Add a package here when it gains tables, and install its library in
 # deploy/migrate.Dockerfile; tests/unit/test_deploy_files.py fails until both are done.
 # (discover() orders the files by version, so the order here does not matter.)
-MIGRATED_PACKAGES = ["frontdoor_tenancy", "frontdoor_identity", "frontdoor_sessions"]
+from frontdoor_core.migrations import (
+    MIGRATED_PACKAGES,
+    MigrationError,
+    apply_migrations,
+    discover,
+)
+from frontdoor_core.settings import ENV_NAMES
 
 
 async def migrate(database_url: str) -> list[str]:

@@ -12,7 +12,11 @@ from typing import Any
 
 import pytest
 from frontdoor_core.db import create_pool
-from frontdoor_core.migrations import apply_migrations, discover
+from frontdoor_core.migrations import (
+    MIGRATED_PACKAGES,
+    apply_migrations,
+    discover,
+)
 from frontdoor_core.redis_client import create_redis
 from frontdoor_core.runtime import Runtime
 from frontdoor_core.settings import Settings, load_settings
@@ -21,8 +25,6 @@ from frontdoor_tenancy.credentials.key_encryption import generate_kek_value
 from tests.support.clock import ShiftableClock
 from tests.support.dns_server import LocalDNS
 from tests.support.servers import Servers, start_servers
-
-MIGRATED_PACKAGES = ["frontdoor_tenancy", "frontdoor_identity", "frontdoor_sessions"]
 
 
 @pytest.fixture(scope="session")
@@ -56,6 +58,7 @@ def settings(servers: Servers, dns: LocalDNS, kek_value: str) -> Settings:
         "FRONTDOOR_DNS_TIMEOUT": "1s",
         "FRONTDOOR_ISSUER_BASE_URL": "https://issuer.frontdoor.test",
         "FRONTDOOR_CONSOLE_BASE_URL": "https://console.frontdoor.test",
+        "FRONTDOOR_LEDGER_BASE_URL": "https://ledger.frontdoor.test",
         "FRONTDOOR_SIGNUP_RATE_LIMIT": "100000",
     })
 

@@ -23,37 +23,51 @@ import secrets
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import httpx
-from personal_agent_protocol.conformance import ConformanceContext, Scenario, SkipCase
+from personal_agent_protocol.conformance import ConformanceContext, Proposal, Scenario, SkipCase
 from personal_agent_protocol.demo.kit import AgentIdentity, InProcessNetwork, MutableClock
+from personal_agent_protocol.operations import TermLimit
 
 from tests.support.servers import start_servers
 
 COMPANY_DOMAIN = "northwind.example"
 ISSUER_HOST = "issuer.frontdoor.test"
 CONSOLE_HOST = "console.frontdoor.test"
+LEDGER_HOST = "ledger.frontdoor.test"
 _USER_ADDRESSES = itertools.count(1)  # users' browsers, one address each
-MIGRATED_PACKAGES = ["frontdoor_tenancy", "frontdoor_identity", "frontdoor_sessions"]
+from frontdoor_core.migrations import MIGRATED_PACKAGES  # noqa: E402
+
 NORTHWIND_PASSWORD = "harness-" + secrets.token_hex(8)
 
-#: What the suite asks of Northwind.
+#: What the suite asks of Northwind: its reads, and its four kinds of proposal (Operations §4.1).
 SCENARIO = Scenario(
     read_path="/api/orders",
     read_scope="orders:read",
     scopes=("orders:read", "poppy:read"),
     mcp_read_tool="list_orders",
-    # Northwind's one proposal: its page is where the browser join lands (PAP §5).
+    proposals={
+        # Reorder the account's last order (38.00 EUR for acct_ada): needs the user's own approval.
+        "user": Proposal("POST", "/api/orders/reorder", {}, documented_as="/api/orders/reorder"),
+        # A small new order (36.00 EUR): a standing permission up to 50.00 EUR may cover it.
+        "standing": Proposal("POST", "/api/orders", {"items": [{"sku": "NW-CHAI", "quantity": 2}]},
+                             documented_as="/api/orders"),
+        # NW-CHANG sells out after confirmation: performed partway, failed with what was done.
+        "fails": Proposal("POST", "/api/orders", {"items": [{"sku": "NW-SYRUP", "quantity": 1},
+                                                            {"sku": "NW-CHANG", "quantity": 1}]}),
+        # NW-CAJUN waits for a supplier: the perform answers 202 and the outcome stays unknown.
+        "unknown": Proposal("POST", "/api/orders", {"items": [{"sku": "NW-CAJUN", "quantity": 1}]}),
+    },
+    standing_action="order.place",
+    standing_limits=(TermLimit("total.amount", maximum=Decimal("50.00")),
+                     TermLimit("total.currency", allowed=frozenset({"EUR"}))),
+    standing_too_low=(TermLimit("total.amount", maximum=Decimal("20.00")),),
+    operation_prompt="Please reorder my last order.",
+    mcp_propose_tool="reorder",
+    web_confirm_form={"revision": "{revision}"},
 )
-
-#: Which issue enables the capabilities a skipped case needs.
-NEEDS = {
-    "sign-in": "issue #4 (sign-in and Account Tokens)",
-    "operation-page": "issue #5 (an operation's page, opened in the joined browser: the operations ledger)",
-    "operations": "issue #5 (the operations ledger)",
-}
-
 
 class FrontdoorDriver:
     """What the runner cannot do as an agent, done through Frontdoor's real surfaces.
@@ -66,22 +80,25 @@ class FrontdoorDriver:
     The company disconnects an agent (`disconnect`) through Frontdoor's account API,
     ``POST {issuer}/accounts/disconnect``, with its resource-server credential.
 
-    Only operations-related cases skip (`revise`, `performed`: the operations ledger,
-    `NEEDS`), naming the work that enables them; `forget_events` skips too, because
-    Northwind's conversations are its own and have no operator to drive from here.
+    The company revises an operation (`revise`) through Frontdoor's ledger API with its
+    credential, and `performed` asks Northwind's webhook receiver how many times it
+    performed an operation. Only `forget_events` skips: Northwind's conversations are its
+    own and have no operator to drive from here.
     """
 
-    capabilities = frozenset({"clock", "second_identity", "disconnect", "direct_sign_in"})
+    capabilities = frozenset({"clock", "second_identity", "disconnect", "direct_sign_in", "revise", "performed"})
     accounts = ("acct_ada", "acct_grace")
 
     def __init__(self, clock: MutableClock, other: AgentIdentity, *, network: InProcessNetwork, issuer: str,
-                 credential: str, password: str) -> None:
+                 credential: str, password: str, ledger: str = "", company: Any = None) -> None:
         self.clock = clock
         self.other_identity: AgentIdentity | None = other
         self._network = network
         self._issuer = issuer
         self._credential = credential
         self._password = password
+        self._ledger = ledger
+        self.company: Any = company
 
     async def approve_device(self, user_code: str, *, account: str, scopes: Sequence[str] | None = None) -> None:
         from tests.conformance.browser import Browser
@@ -153,7 +170,20 @@ class FrontdoorDriver:
             return back
 
     async def revise(self, operation_id: str) -> None:
-        raise SkipCase(f"needs {NEEDS['operations']}")
+        """The company changes the terms (a price rise): the next revision, through the ledger API."""
+        auth = {"Authorization": f"Bearer {self._credential}"}
+        async with self._network.client() as http:
+            current = (await http.get(f"{self._ledger}/v1/operations/{operation_id}", headers=auth)).json()
+            op = current["operation"]
+            terms = dict(op.get("terms") or {})
+            total = dict(terms.get("total") or {"currency": "EUR", "amount": "0.00"})
+            total["amount"] = f"{Decimal(str(total['amount'])) + Decimal('1.50'):.2f}"
+            terms["total"] = total
+            r = await http.post(f"{self._ledger}/v1/operations/{operation_id}/revisions", headers=auth, json={
+                "summary": op["summary"] + f" (price now {total['amount']} {total.get('currency', 'EUR')})",
+                "terms": terms})
+            if r.status_code != 200:
+                raise AssertionError(f"revise failed: {r.status_code} {r.text[:200]}")
 
     async def forget_events(self, conversation_id: str) -> None:
         raise SkipCase("Northwind's conversations are the company's own; its operator cannot be driven from here")
@@ -166,7 +196,9 @@ class FrontdoorDriver:
                 raise AssertionError(f"disconnect failed: {r.status_code} {r.text[:200]}")
 
     async def performed(self, operation_id: str) -> int:
-        raise SkipCase(f"needs {NEEDS['operations']}")
+        from northwind.perform import performer_of
+
+        return int(performer_of(self.company).performed(operation_id))
 
 
 class _StaticTxt:
@@ -216,6 +248,7 @@ async def build_context(suites: Sequence[str] = ("security", "protocol")) -> Asy
     from frontdoor_core.outbound import SafeFetcher
     from frontdoor_core.settings import load_settings
     from frontdoor_issuer.app import create_app as issuer_app
+    from frontdoor_ledger.app import create_app as ledger_app
     from frontdoor_tenancy.credentials.key_encryption import generate_kek_value
     from northwind.app import NorthwindConfig
     from northwind.app import create_app as northwind_app
@@ -238,6 +271,7 @@ async def build_context(suites: Sequence[str] = ("security", "protocol")) -> Asy
             "FRONTDOOR_KEK": generate_kek_value(),
             "FRONTDOOR_ISSUER_BASE_URL": f"https://{ISSUER_HOST}",
             "FRONTDOOR_CONSOLE_BASE_URL": f"https://{CONSOLE_HOST}",
+            "FRONTDOOR_LEDGER_BASE_URL": f"https://{LEDGER_HOST}",
             "FRONTDOOR_LOG_LEVEL": os.environ.get("FRONTDOOR_LOG_LEVEL", "warning"),
         })
         network = InProcessNetwork()
@@ -249,10 +283,13 @@ async def build_context(suites: Sequence[str] = ("security", "protocol")) -> Asy
         outbound = SafeFetcher(transport=_NetworkTransport(network))
         console = console_app(settings, clock=clock.now, txt_lookup=dns, fetcher=outbound)
         issuer = issuer_app(settings, clock=clock.now, fetcher=outbound)
+        ledger = ledger_app(settings, clock=clock.now, fetcher=outbound)
         await stack.enter_async_context(console.lifespan())
         await stack.enter_async_context(issuer.lifespan())
+        await stack.enter_async_context(ledger.lifespan())
         network.add(CONSOLE_HOST, console)
         network.add(ISSUER_HOST, issuer)
+        network.add(LEDGER_HOST, ledger)
         http = network.client()
         stack.push_async_callback(http.aclose)
 
@@ -291,18 +328,26 @@ async def build_context(suites: Sequence[str] = ("security", "protocol")) -> Asy
         await _expect(await http.put(f"{api}/issuer", json=wanted, headers=auth), 200)
         credential = await _expect(await http.post(f"{api}/resource-credentials", json={"name": "northwind"},
                                                    headers=auth), 201)
+        # Operations: Northwind's perform webhook, and the one kind its API proposes.
+        hook = await _expect(await http.post(f"{api}/webhook-endpoints", headers=auth, json={
+            "url": f"https://{COMPANY_DOMAIN}/webhooks/frontdoor", "description": "Northwind performs orders"}), 201)
+        await _expect(await http.put(f"{api}/operation-kinds/order.place", headers=auth, json={
+            "perform_endpoint_id": hook["endpoint"]["id"], "scopes": ["orders:read"],
+            "default_expiry_seconds": 900, "max_expiry_seconds": 3600, "description": "Place an order"}), 200)
         document = await _expect(await http.get(f"{api}/domains/{COMPANY_DOMAIN}/poppy.json", headers=auth), 200)
 
         company = northwind_app(NorthwindConfig(
             issuer=signup["tenant"]["issuer"], credential=credential["secret"],
             public_url=f"https://{COMPANY_DOMAIN}", poppy=document, http_client=network.client(),
             clock=clock.now, demo_password=NORTHWIND_PASSWORD,
+            ledger_url=f"https://{LEDGER_HOST}/{slug}", webhook_secret=hook["secret"],
         ))
         await stack.enter_async_context(company.lifespan())
         network.add(COMPANY_DOMAIN, company)
 
         driver = FrontdoorDriver(clock, plain, network=network, issuer=signup["tenant"]["issuer"],
-                                 credential=credential["secret"], password=NORTHWIND_PASSWORD)
+                                 credential=credential["secret"], password=NORTHWIND_PASSWORD,
+                                 ledger=f"https://{LEDGER_HOST}/{slug}", company=company)
         yield ConformanceContext(
             f"https://{COMPANY_DOMAIN}", identity=atlas, http=http, driver=driver,
             scenario=SCENARIO, clock=clock, address_resolver=network.resolve, browser_http=network.client(),

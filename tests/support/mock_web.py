@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -12,7 +13,13 @@ class MockWeb(httpx.AsyncBaseTransport):
 
     def __init__(self) -> None:
         self.routes: dict[tuple[str, str], httpx.Response] = {}
+        self.handlers: dict[tuple[str, str], Callable[[httpx.Request], Awaitable[httpx.Response]]] = {}
         self.requests: list[httpx.Request] = []
+
+    def handle(self, url: str, handler: Callable[[httpx.Request], Awaitable[httpx.Response]]) -> None:
+        """Answer ``url`` with ``await handler(request)`` (a receiver with behaviour)."""
+        u = httpx.URL(url)
+        self.handlers[(u.host, u.path)] = handler
 
     def serve(self, url: str, *, status: int = 200, json: Any = None, body: bytes | None = None,
               headers: dict[str, str] | None = None) -> None:
@@ -31,6 +38,10 @@ class MockWeb(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         self.requests.append(request)
+        handler = self.handlers.get((request.url.host, request.url.path))
+        if handler is not None:
+            await request.aread()
+            return await handler(request)
         canned = self.routes.get((request.url.host, request.url.path))
         if canned is None:
             return httpx.Response(404, headers={"content-type": "text/plain"}, content=b"not found")

@@ -1,6 +1,7 @@
 """The admin dashboard at the wire: pages, tenant isolation, CSRF, roles, confirm-then-act, CSV.
 
-Browser (Playwright) journeys are not here yet: they come with the next slice.
+Browser (Playwright) journeys are in ``tests/browser``; the role walk over every route is
+``test_role_walk.py``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from frontdoor_core.ids import new_id
 from frontdoor_tenancy.credentials.password import hash_password
+from litestar.routes import HTTPRoute
 from litestar.testing import AsyncTestClient
 
 from tests.conftest import unique
@@ -20,7 +22,8 @@ from tests.integration.console.test_admin_login import login
 from tests.support.clock import ShiftableClock
 from tests.support.dns_server import LocalDNS
 
-PAGES = ["/", "/domains", "/agents", "/api-keys", "/audit"]
+PAGES = ["/", "/domains", "/agents", "/api-keys", "/audit", "/sessions", "/accounts", "/settings",
+         "/resource-credentials", "/feedback", "/team", "/account/password"]
 
 
 def _csrf(html: str) -> str:
@@ -299,4 +302,63 @@ async def test_audit_log_filters_and_exports_csv(console: AsyncTestClient[Any], 
     assert rows[0][:5] == ["id", "at", "actor_type", "actor_id", "action"]
     assert len(rows) >= 2 and all(row[4] == "domain.added" for row in rows[1:])
     assert not any(cell.startswith(("=", "+", "@")) for row in rows for cell in row)
+    console.cookies.clear()
+
+
+async def test_two_tenant_walk_of_every_dashboard_route(
+    console: AsyncTestClient[Any], tenant: TenantHandle, other_tenant: TenantHandle, db: Any, clock: ShiftableClock,
+) -> None:
+    """Every GET route of the dashboard, read from the app, as tenant A with tenant B's objects in the URL."""
+    from tests.integration.console.test_dashboard_pages import signed_in_session
+
+    b = other_tenant
+    b_agent = await add_agent(db, b, "B Secret Agent", clock)
+    b_account = unique("b-acct-")
+    b_session = await signed_in_session(db, b, b_agent, b_account, clock)
+    b_domain = f"{unique('b-')}.example"
+    await console.post("/api/v1/domains", json={"domain": b_domain}, headers=b.auth)
+    b_cred = (await console.post("/api/v1/resource-credentials", json={"name": "b-cred-name"}, headers=b.auth)).json()
+    b_key = (await console.get("/api/v1/api-keys", headers=b.auth)).json()["data"][0]["id"]
+    b_member = await add_admin(db, b, "viewer")
+    b_member_id = await db.fetchval("SELECT id FROM admins WHERE email = $1", b_member)
+    await sign_in(console, b.email)
+    b_csrf = _csrf((await console.get("/team")).text)
+    b_invitee = f"{unique('b-inv-')}@example.com"
+    assert (await console.post("/team/invites", data={"email": b_invitee, "role": "viewer",
+                                                      "_csrf_token": b_csrf})).status_code == 201
+    b_invite = await db.fetchval("SELECT id FROM admin_invites WHERE email = $1", b_invitee)
+    await db.execute("INSERT INTO feedback (tenant_id, id, session_id, client_id, user_id, kind, body)"
+                     " VALUES ($1, $2, $3, $4, 'u', 'k', $5)", b.id, new_id("evt"), b_session, b_agent,
+                     {"task": "b-feedback-task", "description": "b"})
+    leaks = [f"Org {b.slug}", b.email, b_agent, "B Secret Agent", b_session, b_account, b_domain, "b-cred-name",
+             b_member, b_invitee, "b-feedback-task", b_cred["prefix"]]
+    params = {"session_id": b_session, "member_id": b_member_id, "invite_id": b_invite, "cred_id": b_cred["id"],
+              "key_id": b_key, "domain": b_domain, "token": "not-a-token"}
+    query = {"client_id": b_agent, "account": b_account, "q": b_account[:6]}
+
+    await sign_in(console, tenant.email)
+    walked = []
+    for route in console.app.routes:
+        if not isinstance(route, HTTPRoute) or route.path.startswith(("/api/", "/static", "/healthz", "/readyz",
+                                                                        "/schema", "/_openapi")):
+            continue
+        if not any("GET" in h.http_methods for h in route.route_handlers) or route.path in ("/login", "/signup"):
+            continue
+        path = re.sub(r"\{(\w+):\w+\}", lambda m: params.get(m.group(1), "block"), route.path)
+        r = await console.get(path, params=query)
+        walked.append(route.path)
+        if "{" in route.path and not route.path.startswith("/agents/"):
+            assert r.status_code == 404, (route.path, r.status_code)
+        else:
+            assert r.status_code in (200, 404), (route.path, r.status_code)
+        body = r.text
+        for v in query.values():  # filter forms show what was typed into them
+            body = body.replace(f'value="{v}"', "").replace(f"={v}", "")
+        if route.path.startswith(("/agents/", "/accounts/disconnect", "/accounts/agents")):
+            # Confirmation pages repeat the identifier typed into the URL, and nothing about it.
+            body = body.replace(b_agent, "").replace(b_account, "")
+        for leak in leaks:
+            assert leak not in body, (route.path, leak)
+    assert {"/sessions", "/sessions/{session_id:str}", "/accounts/agents", "/team", "/settings",
+            "/resource-credentials/{cred_id:str}/revoke", "/feedback"} <= set(walked)
     console.cookies.clear()

@@ -5,5 +5,6 @@ Start with :mod:`northwind.app`; :mod:`northwind.asgi` is the entry point for a 
 
 from northwind.app import create_app
 from northwind.config import NorthwindConfig
+from northwind.perform import Performer, performer_of
 
-__all__ = ["NorthwindConfig", "create_app"]
+__all__ = ["NorthwindConfig", "Performer", "create_app", "performer_of"]

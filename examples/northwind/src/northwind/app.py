@@ -4,6 +4,11 @@ Read top to bottom: the public routes, the protected API routes, the MCP endpoin
 :func:`create_app`, which wires the sdk's verifier and middleware around all of it. The
 company agent's conversation endpoint is in :mod:`northwind.conversations`; the login page
 Frontdoor sends users to (the login handoff) is in :mod:`northwind.login`.
+
+Operations (placing orders) are on when ``NorthwindConfig.ledger_url`` is set:
+:mod:`northwind.ordering` proposes them, :mod:`northwind.operation_page` shows them in the
+agent's browser, :mod:`northwind.perform` performs them when Frontdoor's webhook says so
+(with ``webhook_secret``). Without ``ledger_url`` those routes and MCP tools do not exist.
 """
 
 from __future__ import annotations
@@ -19,13 +24,16 @@ import httpx
 from frontdoor_sdk import (
     BrowserJoin,
     FrontdoorAccounts,
+    FrontdoorLedger,
     FrontdoorMiddleware,
     FrontdoorVerifier,
+    WebhookVerifier,
     issuer_key_source,
     protected_resource_metadata,
     protected_resource_metadata_url,
 )
 from litestar import Litestar, MediaType, Request, Response, get
+from litestar.datastructures import State
 from litestar.handlers import ASGIRouteHandler, HTTPRouteHandler, asgi
 from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
@@ -44,6 +52,9 @@ from northwind.conversations import conversation_router
 from northwind.login import login_router
 from northwind.mcp_server import build_mcp_server
 from northwind.mediated import mediated_router
+from northwind.operation_page import operation_page_router
+from northwind.ordering import Ordering, ordering_handlers
+from northwind.perform import PERFORMER_STATE_KEY, Performer, performed_hook_router, webhook_router
 from northwind.protection import ORDERS_READ, protected_paths, signed_in_account
 
 
@@ -101,7 +112,11 @@ def _openapi(config: NorthwindConfig) -> OpenAPIConfig:
     return OpenAPIConfig(
         title="Northwind",
         version="1.0.0",
-        description="Products and orders. Every call takes a PAP Session Token with a DPoP proof.",
+        description=(
+            "Products and orders. Every call takes a PAP Session Token with a DPoP proof. "
+            "Placing an order returns an operation (PAP Operations extension v1): 202 {\"operation\": ...}, "
+            "confirmed at the operations endpoint of Northwind's poppy.json."
+        ),
         servers=[Server(url=config.origin)],
         components=Components(
             security_schemes={"DPoP": SecurityScheme(type="http", scheme="DPoP", description="PAP Session Token")}
@@ -116,7 +131,14 @@ def create_app(config: NorthwindConfig) -> Litestar:
     """Build Northwind for one configuration (tests build as many as they like)."""
     clock = config.clock or (lambda: datetime.now(UTC))
     verifier = FrontdoorVerifier(config.issuer, config.credential, http=config.http_client, clock=config.clock)
-    mcp_server = build_mcp_server()
+    # Operations: proposed in Frontdoor's ledger, performed when its webhook says so.
+    ledger = (
+        FrontdoorLedger(config.ledger_url, config.credential, http=config.http_client)
+        if config.ledger_url is not None else None
+    )
+    ordering = Ordering(ledger, config.operation_page_url) if ledger is not None else None
+    performer = Performer()
+    mcp_server = build_mcp_server(ordering)
     # Agents' browsers join their Sessions here (PAP §5); Frontdoor checks the assertions.
     browser = BrowserJoin(config.issuer, config.credential, http=config.http_client)
     # The customer's connected-agents page lists and disconnects agents through Frontdoor.
@@ -131,6 +153,8 @@ def create_app(config: NorthwindConfig) -> Litestar:
             async with verifier, browser, accounts, mcp_server.session_manager.run():
                 yield
         finally:
+            if ledger is not None:
+                await ledger.aclose()
             if config.http_client is None:
                 await login_http.aclose()
 
@@ -141,22 +165,32 @@ def create_app(config: NorthwindConfig) -> Litestar:
         protect=protected_paths(config.mcp_url),
         public_url=config.origin,  # DPoP proofs name this origin, whatever Host says
     )
+    handlers: list[Any] = [
+        healthz,
+        _poppy_json(config.poppy),
+        list_products,
+        list_orders,
+        _mcp_endpoint(mcp_server),
+        _mcp_metadata(config),
+        conversation_router(clock, ordering),
+        login_router(config, issuer_keys, clock),
+        mediated_router(config, issuer_keys, clock),  # Mediated Sign-In's relay (PAP §4.7)
+        browser_router(browser),  # agents' browsers (PAP §5)
+        account_router(config, accounts),  # the customer's connected agents
+    ]
+    if ordering is not None and ledger is not None:
+        handlers.extend(ordering_handlers(ordering))  # POST /api/orders, /api/orders/reorder: 202 {operation}
+        handlers.append(operation_page_router(config.origin, browser, ledger))  # /operations/{id}
+    if config.webhook_secrets:
+        webhooks = WebhookVerifier(config.webhook_secrets, clock=config.clock)
+        handlers.append(webhook_router(webhooks, performer))  # POST /webhooks/frontdoor
+    if config.expose_test_hooks:
+        handlers.append(performed_hook_router(performer))  # GET /_test/performed/{id}: tests only
     return Litestar(
-        route_handlers=[
-            healthz,
-            _poppy_json(config.poppy),
-            list_products,
-            list_orders,
-            _mcp_endpoint(mcp_server),
-            _mcp_metadata(config),
-            conversation_router(clock),
-            login_router(config, issuer_keys, clock),
-            mediated_router(config, issuer_keys, clock),  # Mediated Sign-In's relay (PAP §4.7)
-            browser_router(browser),  # agents' browsers (PAP §5)
-            account_router(config, accounts),  # the customer's connected agents
-        ],
+        route_handlers=handlers,
         middleware=[frontdoor],
         lifespan=[lifespan],
         openapi_config=_openapi(config),
+        state=State({PERFORMER_STATE_KEY: performer}),
     )
 

@@ -10,6 +10,10 @@ Configured from the environment:
   with; generated at start when absent (fine for one process, not for several).
 - ``NORTHWIND_DEMO_PASSWORD`` (optional): the demo accounts' password; ``northwind-demo``
   when absent (development only).
+- ``NORTHWIND_LEDGER_URL`` (optional): Frontdoor's ledger base URL with your slug; turns
+  operations (ordering) on.
+- ``NORTHWIND_WEBHOOK_SECRET`` (optional): the perform webhook's ``whsec_...`` secret (several
+  separated by spaces or commas while rotating); turns ``/webhooks/frontdoor`` on.
 """
 
 import os

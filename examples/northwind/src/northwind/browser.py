@@ -5,8 +5,8 @@
   :class:`frontdoor_sdk.BrowserJoin` has Frontdoor verify it, sets the cookie and sends the
   browser on to ``return_to`` (303).
 - ``GET /session``: what this browser is: signed in as whom, signed out, or not joined.
-- Operation pages (an agent opens an operation's ``url`` in its joined browser) come with
-  Frontdoor's operations ledger.
+- ``/operations/{operation_id}``: an operation's page (its ``url``), in
+  :mod:`northwind.operation_page`.
 
 Every view asks Frontdoor about the Session, so a sign-out shows on the next page and the
 cookie is deleted once the Session has ended. Pages load nothing and cannot be framed.
@@ -22,7 +22,7 @@ from litestar import MediaType, Request, Response, Router, get, post
 
 from northwind import catalog
 
-__all__ = ["BROWSER_SESSION_PATH", "SESSION_PAGE_PATH", "browser_router"]
+__all__ = ["BROWSER_SESSION_PATH", "SESSION_PAGE_PATH", "browser_router", "html_page", "unavailable_page"]
 
 BROWSER_SESSION_PATH: Final = "/poppy/browser"
 SESSION_PAGE_PATH: Final = "/session"
@@ -35,7 +35,8 @@ _HEADERS: Final = {
 }
 
 
-def _page(title: str, body: str, *, status: int = 200, headers: dict[str, str] | None = None) -> Response[str]:
+def html_page(title: str, body: str, *, status: int = 200, headers: dict[str, str] | None = None) -> Response[str]:
+    """A page for agents' browsers: ``title`` is escaped, ``body`` is HTML the caller escaped."""
     html = (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)} - Northwind</title></head>\n<body><main>\n<h1>{escape(title)}</h1>\n{body}\n"
@@ -44,8 +45,9 @@ def _page(title: str, body: str, *, status: int = 200, headers: dict[str, str] |
     return Response(html, status_code=status, media_type=MediaType.HTML, headers={**_HEADERS, **(headers or {})})
 
 
-def _unavailable(exc: BrowserStateUnavailable) -> Response[str]:
-    return _page("Please try again", "<p>We could not check your session just now.</p>", status=503,
+def unavailable_page(exc: BrowserStateUnavailable) -> Response[str]:
+    """503 with ``Retry-After``: Frontdoor could not tell what the browser is (fail closed)."""
+    return html_page("Please try again", "<p>We could not check your session just now.</p>", status=503,
                  headers={"Retry-After": str(exc.retry_after)})
 
 
@@ -74,7 +76,7 @@ def browser_router(browser: BrowserJoin) -> Router:
         try:
             view = await browser.view(request.headers.get("cookie"))
         except BrowserStateUnavailable as exc:
-            return _unavailable(exc)
+            return unavailable_page(exc)
         session = view.session
         if session is None:
             text = "This browser is not joined to an agent's session."
@@ -82,6 +84,6 @@ def browser_router(browser: BrowserJoin) -> Router:
             text = f"Your agent's browser is {_who(session)}."
         else:
             text = "Your agent's browser is signed out."
-        return _page("Your session", f"<p>{escape(text)}</p>", headers=view.headers)
+        return html_page("Your session", f"<p>{escape(text)}</p>", headers=view.headers)
 
     return Router("/", route_handlers=[join, session_page], include_in_schema=False)

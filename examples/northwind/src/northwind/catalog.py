@@ -89,3 +89,31 @@ def search_products(query: str = "") -> list[Product]:
 def orders_of(account: str) -> list[Order]:
     """The orders of one account, newest first; none for an unknown account."""
     return sorted(_ORDERS.get(account, ()), key=lambda order: order.placed_on, reverse=True)
+
+
+SOLD_OUT: frozenset[str] = frozenset({"NW-CHANG"})
+"""Products the warehouse turns out to have none of when it picks an order.
+
+An order that includes one fails partway when performed: the other lines are placed and
+charged, these are not, and the outcome says so (PAP Operations, OPS-6-05).
+"""
+
+SUPPLIER_CONFIRMS: frozenset[str] = frozenset({"NW-CAJUN"})
+"""Products shipped by a supplier who confirms an order later, not while Frontdoor waits.
+
+Performing an order that includes one answers ``202``: the outcome stays unknown
+(``in_progress``) until Northwind reports it with the sdk's ``report_outcome``.
+"""
+
+
+def product(sku: str) -> Product | None:
+    """The product with this SKU, if Northwind sells it."""
+    return next((item for item in PRODUCTS if item.sku == sku), None)
+
+
+def order_of(account: str, order_id: str | None = None) -> Order | None:
+    """One of the account's orders (its most recent when ``order_id`` is ``None``), if any."""
+    orders = orders_of(account)
+    if order_id is None:
+        return orders[0] if orders else None
+    return next((order for order in orders if order.order_id == order_id), None)

@@ -14,7 +14,12 @@ from frontdoor_sdk import Clock, login_signing_key
 from joserfc.jwk import ECKey
 
 ENV_VARS = ("NORTHWIND_ISSUER", "NORTHWIND_CREDENTIAL", "NORTHWIND_PUBLIC_URL", "NORTHWIND_POPPY_JSON")
-OPTIONAL_ENV_VARS = ("NORTHWIND_SIGNING_KEY", "NORTHWIND_DEMO_PASSWORD")
+OPTIONAL_ENV_VARS = (
+    "NORTHWIND_SIGNING_KEY",
+    "NORTHWIND_DEMO_PASSWORD",
+    "NORTHWIND_LEDGER_URL",
+    "NORTHWIND_WEBHOOK_SECRET",
+)
 DEFAULT_DEMO_PASSWORD = "northwind-demo"
 """The demo accounts' password when ``NORTHWIND_DEMO_PASSWORD`` is not set (dev only)."""
 
@@ -36,6 +41,14 @@ class NorthwindConfig:
             part is served at ``/.well-known/jwks.json``. Generated when omitted, which
             only works while one process serves both.
         demo_password: The password of both demo accounts (:data:`catalog.DEMO_ACCOUNTS`).
+        ledger_url: Frontdoor's ledger base URL with your slug, e.g.
+            ``https://ledger.frontdoor.example/northwind`` (``make run``:
+            ``http://127.0.0.1:8002/demo``). ``None`` (the default): Northwind proposes no
+            operations, and its ordering routes, MCP tools and operation pages do not exist.
+        webhook_secret: The perform webhook endpoint's secret (``whsec_...``), or several
+            while rotating. ``None`` (the default): ``POST /webhooks/frontdoor`` does not exist.
+        expose_test_hooks: Serve ``GET /_test/performed/{operation_id}`` (how many times an
+            operation was performed). Tests and conformance runs only; never in production.
     """
 
     issuer: str
@@ -46,6 +59,9 @@ class NorthwindConfig:
     clock: Clock | None = None
     signing_key: ECKey = field(default_factory=login_signing_key, repr=False)
     demo_password: str = field(default=DEFAULT_DEMO_PASSWORD, repr=False)
+    ledger_url: str | None = None
+    webhook_secret: str | tuple[str, ...] | None = field(default=None, repr=False)  # a secret
+    expose_test_hooks: bool = False
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.public_url)
@@ -55,6 +71,29 @@ class NorthwindConfig:
             raise ValueError("public_url must have no query or fragment")
         if not self.demo_password:
             raise ValueError("demo_password must not be empty")
+        if self.ledger_url is not None and (not self.ledger_url or self.ledger_url.endswith("/")):
+            raise ValueError("ledger_url must be the ledger base URL with the slug, without a trailing slash")
+        if self.webhook_secret is not None and not self.webhook_secrets:
+            raise ValueError("webhook_secret must not be empty")
+
+    @property
+    def webhook_secrets(self) -> tuple[str, ...]:
+        """``webhook_secret`` as a tuple (empty when unset)."""
+        if self.webhook_secret is None:
+            return ()
+        if isinstance(self.webhook_secret, str):
+            return (self.webhook_secret,) if self.webhook_secret else ()
+        return tuple(self.webhook_secret)
+
+    @property
+    def operation_page_url(self) -> str:
+        """An operation's page, ``{operation_id}`` replaced by Frontdoor: the operation's ``url``."""
+        return f"{self.origin}/operations/{{operation_id}}"
+
+    @property
+    def webhook_url(self) -> str:
+        """Where Frontdoor delivers the perform webhook: the operation kind's endpoint."""
+        return f"{self.origin}/webhooks/frontdoor"
 
     @property
     def origin(self) -> str:
@@ -82,6 +121,8 @@ class NorthwindConfig:
 
         ``NORTHWIND_SIGNING_KEY`` (a private EC P-256 JWK) and ``NORTHWIND_DEMO_PASSWORD``
         are optional: a key is generated and :data:`DEFAULT_DEMO_PASSWORD` used without them.
+        ``NORTHWIND_LEDGER_URL`` turns operations on; ``NORTHWIND_WEBHOOK_SECRET`` (several
+        separated by spaces or commas while rotating) turns the perform webhook on.
 
         Raises:
             RuntimeError: If a variable is missing, ``poppy.json`` is not a JSON object or
@@ -100,6 +141,8 @@ class NorthwindConfig:
             poppy=poppy,
             signing_key=_signing_key(environ.get("NORTHWIND_SIGNING_KEY")),
             demo_password=environ.get("NORTHWIND_DEMO_PASSWORD") or DEFAULT_DEMO_PASSWORD,
+            ledger_url=environ.get("NORTHWIND_LEDGER_URL") or None,
+            webhook_secret=tuple(environ.get("NORTHWIND_WEBHOOK_SECRET", "").replace(",", " ").split()) or None,
         )
 
 

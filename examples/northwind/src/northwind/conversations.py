@@ -21,6 +21,12 @@ The rules that matter to an agent:
 - A Direct Conversation (``parent_conversation_id``, §7.10) holds its parent: the parent
   refuses messages with 409 ``direct_conversation_open`` until it is closed.
 
+With operations on, a message asking to **reorder** (from a Session signed in with
+``orders:read``) proposes reordering the latest order through the same
+:class:`northwind.ordering.Ordering` as the API and the MCP tool (the same ``action_key``, so
+the same operation), and the reply carries it in the message's ``operation`` field. A
+message never confirms anything: the agent confirms at the operations endpoint.
+
 The agent's text is data: the rules below only look for a word in it, never quote it or
 follow it. No account data is ever put in a conversation, so signing out or switching
 accounts cannot expose one through it. Conversations live in memory, bounded; a real
@@ -38,11 +44,12 @@ from datetime import datetime
 from typing import Annotated, Any, Final, Literal
 
 import msgspec
-from frontdoor_sdk import Caller
+from frontdoor_sdk import Caller, LedgerError, LedgerRefused
 from litestar import MediaType, Request, Response, Router, get, post
 from litestar.exceptions import ValidationException
 
 from northwind import catalog
+from northwind.ordering import InvalidOrder, Ordering
 from northwind.protection import ORDERS_READ, verified_caller
 
 PAGE_SIZE: Final = 50
@@ -72,6 +79,7 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     text: Annotated[str, msgspec.Meta(max_length=4_000)] | None = None
     data: dict[str, Any] | None = None
     context: dict[str, Any] | None = None
+    operation: dict[str, Any] | None = None  # set by Northwind only: an operation it proposed
 
 
 class Posted(msgspec.Struct, frozen=True, kw_only=True):
@@ -151,6 +159,38 @@ def reply_to(text: str, caller: Caller) -> tuple[str, AuthorizationError | None]
     )
 
 
+def asks_to_reorder(text: str) -> bool:
+    """Whether a message asks Northwind to order an earlier order again (a word, never obeyed)."""
+    return "reorder" in text.casefold()
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What a message that asked for an order led to: the reply and the operation, if one was proposed."""
+
+    text: str
+    operation: dict[str, Any] | None = None
+
+
+async def propose_reorder(ordering: Ordering, caller: Caller) -> Proposal:
+    """Propose reordering the caller's latest order, as ``POST /api/orders/reorder`` does."""
+    try:
+        operation = await ordering.reorder(caller)
+    except InvalidOrder:
+        return Proposal("There is no earlier order in your account to reorder.")
+    except LedgerRefused as refused:
+        if refused.code == "extension_required":
+            return Proposal("To order through Northwind your agent needs the PAP operations extension.")
+        return Proposal("I could not propose that order. Please try again later.")
+    except LedgerError:
+        return Proposal("I could not propose that order just now. Please try again shortly.")
+    return Proposal(
+        f"I've proposed this, and nothing is ordered yet: {operation.get('summary', '')} "
+        "Your agent can confirm the operation at Northwind's operations endpoint once you approve it.",
+        operation,
+    )
+
+
 # --- the store --------------------------------------------------------------------------
 
 _CURSOR: Final = re.compile(r"evt_(0|[1-9][0-9]{0,8})")
@@ -218,7 +258,11 @@ class ConversationStore:
         self._message_ids: dict[tuple[str, str, str], str] = {}
         """``(client_id, user_id, message ID)`` to the conversation the message went to."""
 
-    def start(self, caller: Caller, message: Message, parent_id: str | None) -> Page:
+    def is_replay(self, caller: Caller, message: Message) -> bool:
+        """Whether ``message`` was sent before (its answer is replayed, nothing is proposed)."""
+        return self._replayed(caller, message) is not None
+
+    def start(self, caller: Caller, message: Message, parent_id: str | None, proposal: Proposal | None = None) -> Page:
         """Start a conversation with ``message``, or answer again if it was sent before."""
         replayed = self._replayed(caller, message)
         if replayed is not None:
@@ -236,9 +280,10 @@ class ConversationStore:
         if parent is not None:
             parent.direct_id = conversation.conversation_id
             self._add(parent, type="direct_opened", conversation_id=conversation.conversation_id)
-        return conversation.page(self._receive(conversation, caller, message) - 1)
+        return conversation.page(self._receive(conversation, caller, message, proposal) - 1)
 
-    def send(self, caller: Caller, conversation_id: str, message: Message, cursor: str | None) -> Page:
+    def send(self, caller: Caller, conversation_id: str, message: Message, cursor: str | None,
+             proposal: Proposal | None = None) -> Page:
         """Add ``message``; answer the events from it on, or after ``cursor`` if given."""
         conversation = self._owned(caller, conversation_id)
         after = conversation.after(cursor) if cursor is not None else None
@@ -249,7 +294,7 @@ class ConversationStore:
             number = replayed[1]
         else:
             conversation.check_open()
-            number = self._receive(conversation, caller, message)
+            number = self._receive(conversation, caller, message, proposal)
         return conversation.page(number - 1 if after is None else after)
 
     def read(self, caller: Caller, conversation_id: str, cursor: str | None) -> Page:
@@ -289,19 +334,24 @@ class ConversationStore:
             raise Refused(409, "message_id_conflict")
         return conversation, number
 
-    def _receive(self, conversation: Conversation, caller: Caller, message: Message) -> int:
+    def _receive(self, conversation: Conversation, caller: Caller, message: Message,
+                 proposal: Proposal | None = None) -> int:
         """Add the agent's message and Northwind's reply; the message's event number."""
         number = self._add(conversation, type="message", message=message)
         conversation.messages[message.id] = (message, number)
         self._message_ids[(*conversation.owner, message.id)] = conversation.conversation_id
+        if proposal is not None:
+            self._say(conversation, proposal.text, proposal.operation)
+            return number
         text, sign_in = reply_to(message.text or "", caller)
         self._say(conversation, text)
         if sign_in is not None:
             self._add(conversation, type="authorization", error=sign_in, scope=ORDERS_READ)
         return number
 
-    def _say(self, conversation: Conversation, text: str) -> None:
-        reply = Message(id=f"msg_{secrets.token_urlsafe(16)}", sender="agent", role="company", text=text)
+    def _say(self, conversation: Conversation, text: str, operation: dict[str, Any] | None = None) -> None:
+        reply = Message(id=f"msg_{secrets.token_urlsafe(16)}", sender="agent", role="company", text=text,
+                        operation=operation)
         self._add(conversation, type="message", message=reply)
 
     def _add(self, conversation: Conversation, **fields: Any) -> int:
@@ -341,7 +391,7 @@ def _owner(caller: Caller) -> Owner:
 
 def _incoming(posted: Posted) -> Message:
     """The agent's message as Northwind keeps it: ``role`` is ``user``, whatever was sent."""
-    message = msgspec.structs.replace(posted.message, role="user")
+    message = msgspec.structs.replace(posted.message, role="user", operation=None)  # operations are Northwind's
     if message.text is None and message.data is None and message.context is None:
         raise Refused(400, "invalid_request")  # a message needs text, data or context (§7.4)
     return message
@@ -358,19 +408,36 @@ def _invalid(_: Request[Any, Any, Any], __: ValidationException) -> Response[dic
     return Response({"error": "invalid_request"}, status_code=400, media_type=MediaType.JSON)
 
 
-def conversation_router(clock: Callable[[], datetime]) -> Router:
-    """``/poppy/conversations``: protect this path with a Session Token, no scope."""
+def conversation_router(clock: Callable[[], datetime], ordering: Ordering | None = None) -> Router:
+    """``/poppy/conversations``: protect this path with a Session Token, no scope.
+
+    Args:
+        clock: The time source of events.
+        ordering: Proposes reorders asked for in a message; ``None``: operations are off.
+    """
     store = ConversationStore(clock)
+
+    async def proposal_for(caller: Caller, message: Message) -> Proposal | None:
+        # Proposed before the store is touched (no await inside it); a replayed message proposes nothing.
+        if ordering is None or not caller.has_scopes(ORDERS_READ) or not asks_to_reorder(message.text or ""):
+            return None
+        if store.is_replay(caller, message):
+            return None
+        return await propose_reorder(ordering, caller)
 
     @post("/", status_code=201, request_max_body_size=MAX_BODY)
     async def start(request: Request[Any, Any, Any], data: Posted) -> Page:
-        return store.start(verified_caller(request.scope), _incoming(data), data.parent_conversation_id)
+        caller, message = verified_caller(request.scope), _incoming(data)
+        proposal = await proposal_for(caller, message)
+        return store.start(caller, message, data.parent_conversation_id, proposal)
 
     @post("/{conversation_id:str}/messages", status_code=202, request_max_body_size=MAX_BODY)
     async def send(
         request: Request[Any, Any, Any], conversation_id: str, data: Posted, cursor: str | None = None
     ) -> Page:
-        return store.send(verified_caller(request.scope), conversation_id, _incoming(data), cursor)
+        caller, message = verified_caller(request.scope), _incoming(data)
+        proposal = await proposal_for(caller, message)
+        return store.send(caller, conversation_id, message, cursor, proposal)
 
     @get("/{conversation_id:str}/events")
     async def events(request: Request[Any, Any, Any], conversation_id: str, cursor: str | None = None) -> Page:

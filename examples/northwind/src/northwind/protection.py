@@ -16,7 +16,12 @@ from frontdoor_sdk import Caller, Requirement, caller_of
 ORDERS_READ: Final = "orders:read"
 """The scope a user grants to let an agent see their orders."""
 
-TOOL_SCOPES: Final[Mapping[str, tuple[str, ...]]] = {"list_orders": (ORDERS_READ,)}
+TOOL_SCOPES: Final[Mapping[str, tuple[str, ...]]] = {
+    "list_orders": (ORDERS_READ,),
+    # Orders belong to an account: proposing one needs a signed-in Session.
+    "reorder": (ORDERS_READ,),
+    "place_order": (ORDERS_READ,),
+}
 """Scopes per MCP tool; tools not listed take any live Session, signed in or not."""
 
 
@@ -29,7 +34,7 @@ def protected_paths(mcp_url: str) -> dict[str, Requirement]:
     return {
         # Every API path takes a Session Token; no scope means signed out is fine.
         "/api": Requirement(),
-        "/api/orders": Requirement(scopes=(ORDERS_READ,)),
+        "/api/orders": Requirement(scopes=(ORDERS_READ,)),  # reading and proposing orders
         "/mcp": Requirement(resource_url=mcp_url, tool_scopes=TOOL_SCOPES),
         # The company agent talks to any live Session; it asks for sign-in in the conversation.
         "/poppy/conversations": Requirement(),

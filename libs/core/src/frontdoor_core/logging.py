@@ -65,8 +65,23 @@ def redact_processor(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> M
     return event_dict
 
 
+class _CurrentStdout:
+    """``sys.stdout`` as it is when a line is written, not when logging was configured.
+
+    A process may replace ``sys.stdout`` after start-up (test runners capture it per test and
+    close the capture afterwards); binding the object of the moment would write to a closed file.
+    """
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
 def configure_logging(*, level: str = "info", fmt: str = "json", stream: Any = None) -> None:
-    """Route structlog and stdlib logging through one redacting pipeline."""
+    """Route structlog and stdlib logging through one redacting pipeline (to ``stream``, else stdout)."""
+    stream = stream if stream is not None else _CurrentStdout()
     renderer: Any = (
         structlog.processors.JSONRenderer()
         if fmt == "json"
@@ -82,10 +97,10 @@ def configure_logging(*, level: str = "info", fmt: str = "json", stream: Any = N
     structlog.configure(
         processors=[*shared, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(stream or sys.stdout),
+        logger_factory=structlog.PrintLoggerFactory(stream),
         cache_logger_on_first_use=False,
     )
-    handler = logging.StreamHandler(stream or sys.stdout)
+    handler = logging.StreamHandler(stream)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],

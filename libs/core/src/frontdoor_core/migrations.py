@@ -17,7 +17,7 @@ from importlib import resources
 
 import asyncpg
 
-__all__ = ["Migration", "MigrationError", "apply_migrations", "discover"]
+__all__ = ["MIGRATED_PACKAGES", "Migration", "MigrationError", "apply_migrations", "discover"]
 
 _NAME = re.compile(r"^(\d{14})_([a-z0-9_]+)\.sql$")
 _LOCK_KEY = 0x66726F6E74  # "front"
@@ -39,6 +39,12 @@ class Migration:
     @property
     def checksum(self) -> str:
         return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+#: Every package that owns tables, by import name (order does not matter: versions are global).
+MIGRATED_PACKAGES: list[str] = [
+    "frontdoor_tenancy", "frontdoor_identity", "frontdoor_sessions", "frontdoor_webhooks", "frontdoor_operations",
+]
 
 
 def discover(packages: list[str]) -> list[Migration]:

@@ -59,7 +59,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     outbound_allowlist: Annotated[str, _doc("Comma-separated CIDRs or host names the SSRF-safe client may reach although they are not public (tests, private deployments).")] = ""
     console_port: Annotated[int, _doc("`make run`: console port on 127.0.0.1.")] = 8000
     issuer_port: Annotated[int, _doc("`make run`: issuer port.")] = 8001
-    ledger_port: Annotated[int, _doc("`make run`: ledger port (reserved until the ledger service exists).")] = 8002
+    ledger_port: Annotated[int, _doc("`make run`: ledger port.")] = 8002
     example_port: Annotated[int, _doc("`make run`: the example company (Northwind) port.")] = 8003
     db_pool_min: Annotated[int, _doc("Minimum PostgreSQL connections per process.")] = 1
     db_pool_max: Annotated[int, _doc("Maximum PostgreSQL connections per process.")] = 10
@@ -70,6 +70,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     login_rate_limit: Annotated[int, _doc("Login attempts allowed per email (and per address) per 15 minutes.")] = 10
     cookie_idle_timeout: Annotated[timedelta, _doc("Admin browser sessions expire after this long idle.")] = timedelta(hours=2)
     max_body_bytes: Annotated[int, _doc("Largest request body any JSON API accepts.")] = 65536
+    confirm_wait: Annotated[timedelta, _doc("How long a confirm request waits for the perform webhook's outcome before answering `in_progress` with `Retry-After`.")] = timedelta(seconds=3)
+    operation_retry_after: Annotated[int, _doc("`Retry-After` seconds on an operation `in_progress`.")] = 2
+    webhook_timeout: Annotated[timedelta, _doc("Timeout of one webhook delivery attempt (connect to last byte).")] = timedelta(seconds=15)
+    webhook_retry_schedule: Annotated[str, _doc("Comma-separated delays before each delivery attempt, the first attempt included; a message is exhausted after the last.")] = "0s,5s,5m,30m,2h,5h,10h,10h"
+    webhook_retry_jitter: Annotated[float, _doc("Each retry delay is spread by up to this fraction either way.")] = 0.1
+    webhook_retry_after_max: Annotated[timedelta, _doc("The longest receiver `Retry-After` honoured; longer ones are capped.")] = timedelta(hours=1)
+    webhook_retention: Annotated[timedelta, _doc("How long delivered and exhausted messages keep their payload and attempts before they are pruned.")] = timedelta(days=30)
+    webhook_disable_after: Annotated[timedelta, _doc("An endpoint whose every attempt failed for this long is disabled (its messages wait).")] = timedelta(days=5)
+    webhook_secret_overlap: Annotated[timedelta, _doc("Default time a rotated webhook secret keeps signing beside the new one.")] = timedelta(hours=24)
 
     @property
     def is_dev(self) -> bool:
@@ -96,6 +105,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     def allowlist(self) -> tuple[str, ...]:
         """``FRONTDOOR_OUTBOUND_ALLOWLIST`` as a tuple."""
         return tuple(x.strip() for x in self.outbound_allowlist.split(",") if x.strip())
+
+    def retry_schedule(self) -> tuple[timedelta, ...]:
+        """``FRONTDOOR_WEBHOOK_RETRY_SCHEDULE`` parsed: the delay before each attempt."""
+        delays = tuple(parse_duration(x) for x in self.webhook_retry_schedule.split(",") if x.strip())
+        if not delays:
+            raise SettingsError(f"{ENV_NAMES['webhook_retry_schedule']}: at least one attempt is needed")
+        return delays
 
 
 # Variables that predate our prefix keep their conventional names.
@@ -154,6 +170,7 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
     except msgspec.ValidationError as exc:
         raise SettingsError(_explain(str(exc))) from None
     settings.nameservers()  # raises SettingsError naming the variable
+    settings.retry_schedule()
     if settings.trusted_proxies:
         import ipaddress
 

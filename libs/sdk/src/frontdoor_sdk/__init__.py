@@ -65,6 +65,19 @@ from frontdoor_sdk.browser_join import (
     BrowserView,
 )
 from frontdoor_sdk.jwks_cache import JwksUnavailable
+from frontdoor_sdk.ledger import (
+    OPERATIONS_EXTENSION,
+    FrontdoorLedger,
+    LedgerCredentialRefused,
+    LedgerError,
+    LedgerRecord,
+    LedgerRefused,
+    LedgerUnavailable,
+    OperationDetails,
+    OperationList,
+    ProposeResult,
+    operation_accepted,
+)
 from frontdoor_sdk.login_handoff import (
     IssuerKeySource,
     LoginHandoffError,
@@ -86,6 +99,13 @@ from frontdoor_sdk.mediated import (
     relay_expired,
     relay_failed,
     verify_relay_request,
+)
+from frontdoor_sdk.webhooks import (
+    WebhookEvent,
+    WebhookRefusedReason,
+    WebhookVerificationError,
+    WebhookVerifier,
+    sign_webhook,
 )
 
 __all__ += [
@@ -130,4 +150,26 @@ __all__ += [
     "relay_expired",
     "relay_failed",
     "verify_relay_request",
+]
+
+__all__ += [
+    "OPERATIONS_EXTENSION",
+    "FrontdoorLedger",
+    "LedgerCredentialRefused",
+    "LedgerError",
+    "LedgerRecord",
+    "LedgerRefused",
+    "LedgerUnavailable",
+    "OperationDetails",
+    "OperationList",
+    "ProposeResult",
+    "operation_accepted",
+]
+
+__all__ += [
+    "WebhookEvent",
+    "WebhookRefusedReason",
+    "WebhookVerificationError",
+    "WebhookVerifier",
+    "sign_webhook",
 ]

@@ -33,7 +33,7 @@ from .resource_credentials import (
     revoke_credential,
 )
 from .revocation import Revocation, RevocationRequest, RevocationSummary, revoke_sign_ins
-from .session_events import EventType, record_event
+from .session_events import EVENTS_CHANNEL, EventType, OutboxEvent, mark_forwarded, pending_events, record_event
 from .session_grant import SessionGrant
 from .session_store import SessionRecord, create_session, end_sessions_of_agent, find_session, touch_session
 from .sign_in import SignInResult, SignInType, allowed_scopes, complete_sign_in, requested_scopes
@@ -51,6 +51,7 @@ from .token_request import (
 from .token_response import session_token_response
 
 __all__ = [
+    "OutboxEvent",
     "MediatedCaller",
     "MediatedSignIns",
     "AUTHORIZATION_CODE",
@@ -75,6 +76,7 @@ __all__ = [
     "DeviceRequest",
     "DeviceStart",
     "DeviceStore",
+    "EVENTS_CHANNEL",
     "EventType",
     "Grant",
     "GrantDeps",
@@ -114,6 +116,8 @@ __all__ = [
     "list_credentials",
     "looks_like_account_token",
     "normalize_user_code",
+    "mark_forwarded",
+    "pending_events",
     "record_event",
     "requested_scopes",
     "revoke_credential",

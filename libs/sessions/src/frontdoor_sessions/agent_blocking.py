@@ -1,7 +1,8 @@
 """Block and unblock an agent as one audited use case (management API and dashboard alike).
 
 Blocking refuses the agent at the token endpoint from now on and ends its live Sessions
-in the same transaction, so its tokens stop working on the very next request.
+in the same transaction, so its tokens stop working on the very next request; the same
+transaction writes the ``agent.blocked`` event.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from frontdoor_identity import block_agent, unblock_agent
 from frontdoor_tenancy import audit
 from frontdoor_tenancy.actor import Actor
 
+from .session_events import record_event
 from .session_store import end_sessions_of_agent
 
 __all__ = ["BlockOutcome", "block_and_end_sessions", "unblock"]
@@ -46,6 +48,8 @@ async def block_and_end_sessions(conn: asyncpg.Connection, actor: Actor, client_
     if changed:
         await audit.record(conn, actor, "agent.blocked", target_type="agent", target_id=client_id,
                            details={"sessions_ended": ended})
+        await record_event(conn, actor.tenant_id, "agent.blocked",
+                           {"client_id": client_id, "sessions_ended": ended}, now=now)
     return BlockOutcome(client_id=client_id, blocked=True, changed=changed, sessions_ended=ended)
 
 

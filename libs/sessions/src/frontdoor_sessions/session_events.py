@@ -1,24 +1,46 @@
 """The outbox of Session and account events, for the webhook dispatcher to deliver.
 
 Each row is written in the transaction of the change it reports (sign-in, sign-out,
-revocation), so an event exists exactly when its change was committed. Payloads hold
-identifiers only: never a token, code or credential.
+revocation, blocking), so an event exists exactly when its change was committed.
+Payloads hold identifiers only: never a token, code or credential. Writing one also
+sends ``pg_notify('frontdoor_events', ...)`` at commit, a wake-up for the dispatcher,
+which moves unforwarded rows into webhook messages (`pending_events`, then
+`mark_forwarded` in the same transaction; see docs/adr/0003-event-outbox.md).
 
 Types: ``session.signed_in``, ``session.signed_out``, ``account.revoked`` (a sign-in and
-every Account Token rotated from it stopped working).
+every Account Token rotated from it stopped working), ``agent.blocked``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
 import asyncpg
+import msgspec
 from frontdoor_core.ids import new_id
 
-__all__ = ["EventType", "record_event"]
+__all__ = ["EVENTS_CHANNEL", "EventType", "OutboxEvent", "mark_forwarded", "pending_events", "record_event"]
 
-EventType = Literal["session.signed_in", "session.signed_out", "account.revoked"]
+EventType = Literal["session.signed_in", "session.signed_out", "account.revoked", "agent.blocked"]
+EVENTS_CHANNEL = "frontdoor_events"
+"""The NOTIFY channel of every domain outbox (tenancy's ``outbox_events`` too)."""
+
+
+class OutboxEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """One unforwarded event.
+
+    Attributes:
+        sequence: Increases with every event (in commit order for one object).
+    """
+
+    tenant_id: str
+    id: str
+    type: str
+    payload: dict[str, Any]
+    sequence: int
+    created_at: datetime
 
 
 async def record_event(conn: asyncpg.Connection, tenant_id: str, event_type: EventType, payload: dict[str, Any], *,
@@ -29,4 +51,27 @@ async def record_event(conn: asyncpg.Connection, tenant_id: str, event_type: Eve
         "INSERT INTO session_events (tenant_id, id, type, payload, created_at) VALUES ($1, $2, $3, $4, $5)",
         tenant_id, event_id, event_type, payload, now,
     )
+    await conn.execute("SELECT pg_notify($1, 'session_events')", EVENTS_CHANNEL)
     return event_id
+
+
+async def pending_events(conn: asyncpg.Connection, *, limit: int = 100) -> list[OutboxEvent]:
+    """Unforwarded events, oldest first, locked ``FOR UPDATE SKIP LOCKED`` (all tenants: a queue).
+
+    Run in the transaction that forwards them and calls `mark_forwarded`.
+    """
+    rows = await conn.fetch(
+        "SELECT tenant_id, id, type, payload, sequence, created_at FROM session_events"
+        " WHERE forwarded_at IS NULL ORDER BY sequence LIMIT $1 FOR UPDATE SKIP LOCKED",
+        limit,
+    )
+    return [OutboxEvent(**dict(r)) for r in rows]
+
+
+async def mark_forwarded(conn: asyncpg.Connection, events: Sequence[OutboxEvent], *, now: datetime) -> None:
+    """Mark events as handed to the webhooks (in the transaction that did it)."""
+    for tenant_id in {e.tenant_id for e in events}:
+        await conn.execute(
+            "UPDATE session_events SET forwarded_at = $3 WHERE tenant_id = $1 AND id = ANY($2::text[])",
+            tenant_id, [e.id for e in events if e.tenant_id == tenant_id], now,
+        )

@@ -18,7 +18,7 @@ class Actor(msgspec.Struct, frozen=True, kw_only=True):
         tenant_id: the tenant the actor belongs to; every use case scopes by it.
         type: ``admin`` (browser), ``api_key`` (management API) or ``system`` (worker).
         id: admin ID or API key ID; None for the system.
-        role: what the actor may do (API keys act as ``admin``).
+        role: what the actor may do (an API key acts with the role stored with it).
         request_id: correlates the audit row with logs and traces.
     """
 
@@ -30,8 +30,10 @@ class Actor(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def can_write(self) -> bool:
-        """Viewers change nothing."""
-        return self.role in ("owner", "admin")
+        """Viewers change nothing (the rule lives in `frontdoor_tenancy.roles`)."""
+        from .roles import can
+
+        return self.type == "system" or can(self.role, "write")
 
 
 SYSTEM = "system"

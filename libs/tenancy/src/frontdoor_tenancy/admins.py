@@ -13,14 +13,16 @@ from datetime import datetime, timedelta
 
 import asyncpg
 import msgspec
+from frontdoor_core.errors import Invalid
 from frontdoor_core.ids import new_id
 
 from . import audit
 from .actor import Actor, Role
-from .credentials.password import DUMMY_PASSWORD_HASH, verify_password
+from .credentials.password import DUMMY_PASSWORD_HASH, check_password_strength, hash_password, verify_password
 from .email_address import normalize_email
 
-__all__ = ["Admin", "AdminSession", "authenticate", "end_session", "resume_session", "start_session"]
+__all__ = ["Admin", "AdminSession", "authenticate", "change_password", "end_session", "resume_session",
+           "start_session"]
 
 _MAX_LIFETIME = timedelta(days=7)
 
@@ -105,3 +107,33 @@ async def resume_session(conn: asyncpg.Connection, token: str, *, now: datetime,
 async def end_session(conn: asyncpg.Connection, token: str) -> None:
     """Sign out: the cookie value stops working at once."""
     await conn.execute("DELETE FROM admin_sessions WHERE token_hash = $1", _hash(token))
+
+
+async def change_password(conn: asyncpg.Connection, admin: Admin, current: str, new: str, *, now: datetime,
+                          request_id: str | None = None) -> None:
+    """Replace the signed-in admin's password after checking the current one.
+
+    Every browser session of the admin ends (the caller starts a fresh one, so the
+    cookie rotates). Run it inside a transaction.
+
+    Raises:
+        Invalid: the current password is wrong (``wrong_password``) or the new one is weak.
+    """
+    row = await conn.fetchrow(
+        "SELECT a.password_hash, t.organization_name FROM admins a JOIN tenants t ON t.id = a.tenant_id"
+        " WHERE a.tenant_id = $1 AND a.id = $2 FOR UPDATE OF a",
+        admin.tenant_id, admin.id,
+    )
+    if row is None or not await asyncio.to_thread(verify_password, row["password_hash"], current):
+        raise Invalid("wrong_password", "Your current password is not right.",
+                      fields={"current_password": "not right"})
+    weak = check_password_strength(new, email=admin.email, org_name=row["organization_name"])
+    if weak:
+        raise Invalid("weak_password", "Choose a stronger password: " + ", ".join(weak).replace("_", " ") + ".",
+                      fields={"new_password": "too weak: " + ", ".join(weak)})
+    password_hash = await asyncio.to_thread(hash_password, new)
+    await conn.execute("UPDATE admins SET password_hash = $3 WHERE tenant_id = $1 AND id = $2",
+                       admin.tenant_id, admin.id, password_hash)
+    await conn.execute("DELETE FROM admin_sessions WHERE tenant_id = $1 AND admin_id = $2", admin.tenant_id, admin.id)
+    actor = Actor(tenant_id=admin.tenant_id, type="admin", id=admin.id, role=admin.role, request_id=request_id)
+    await audit.record(conn, actor, "admin.password_changed", target_type="admin", target_id=admin.id, at=now)

@@ -16,11 +16,12 @@ import msgspec
 from frontdoor_core.errors import Conflict, Invalid, NotFound
 from frontdoor_core.ids import new_id
 
-from . import audit
+from . import audit, outbox_events
 from .actor import Actor
 from .domains import (
     ClaimFacts,
     Decision,
+    DomainEvent,
     DomainStatus,
     InvalidDomain,
     LifecyclePolicy,
@@ -235,7 +236,25 @@ async def check_domain(
             await audit.record(conn, actor, str(event), target_type="domain", target_id=cur["domain"], at=now,
                                details={"from": facts.status.value, "to": new_status.value, "check": detail,
                                         "manual": manual})
+            await _record_webhook_event(conn, actor.tenant_id, event, facts.status, updated, now=now)
         return _view(updated)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat().replace("+00:00", "Z")
+
+
+async def _record_webhook_event(conn: asyncpg.Connection, tenant_id: str, event: DomainEvent, previous: DomainStatus,
+                                row: asyncpg.Record, *, now: datetime) -> None:
+    """The ``domain.verified`` / ``domain.suspended`` outbox row, in the check's transaction."""
+    if event in (DomainEvent.VERIFIED, DomainEvent.REVERIFIED):
+        await outbox_events.record_event(conn, tenant_id, "domain.verified", {
+            "domain": row["domain"], "previous_status": previous.value, "verified_at": _iso(row["verified_at"]),
+        }, now=now)
+    elif event is DomainEvent.SUSPENDED:
+        await outbox_events.record_event(conn, tenant_id, "domain.suspended", {
+            "domain": row["domain"], "missing_since": _iso(row["missing_since"]),
+        }, now=now)
 
 
 async def _store(conn: asyncpg.Connection, tenant_id: str, domain_id: str, *, d: Decision, status: DomainStatus,

@@ -106,8 +106,11 @@ def expected_auth(urls: IssuerUrls, s: IssuerSettings) -> Auth:
 
 
 async def discovery_document(conn: asyncpg.Connection, tenant_id: str, base_url: str, raw_domain: str, *,
-                             dev: bool = False) -> dict[str, Any]:
+                             dev: bool = False, operations_endpoint: str | None = None) -> dict[str, Any]:
     """The ``poppy.json`` the company publishes on a verified domain (profile 0.2).
+
+    ``operations_endpoint`` lists the Operations extension (``extensions.operations``) when
+    the tenant has operation kinds: agents confirm there, at Frontdoor's ledger.
 
     Raises:
         NotFound: no such domain on this tenant.
@@ -131,6 +134,7 @@ async def discovery_document(conn: asyncpg.Connection, tenant_id: str, base_url:
             conversation_endpoint=s.conversation_endpoint,
             browser_session_endpoint=s.browser_session_endpoint,
             feedback_endpoint=urls.feedback_endpoint,
+            operations_endpoint=operations_endpoint,
             allow_http_loopback=dev,
         ))
     except InvalidDiscoveryInputs as exc:

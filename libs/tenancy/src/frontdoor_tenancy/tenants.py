@@ -112,7 +112,8 @@ async def sign_up(pool: asyncpg.Pool, cmd: SignUp, *, kek: Kek, now: datetime, s
         await audit.record(conn, owner, "tenant.created", target_type="tenant", target_id=tenant_id,
                            details={"slug": slug})
         await audit.record(conn, owner, "signing_key.created", target_type="signing_key", target_id=kid)
-        key = await create_key(conn, owner, "Created at sign-up")
+        # The bootstrap key of a headless company: it acts for the owner who signed up.
+        key = await create_key(conn, owner, "Created at sign-up", role="owner")
     return SignUpResult(tenant=_row(row), admin_id=admin_id, api_key=key)
 
 

@@ -32,6 +32,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 from litestar.static_files import create_static_files_router
 from litestar.template.config import TemplateConfig
 
+from .access import role_guard
 from .context import ConsoleContext
 from .http import api_keys, audit_log, deps, issuer, signup
 
@@ -94,7 +95,7 @@ def create_app(
     configure_logging(level=settings.log_level, fmt=settings.log_format)
     configure_tracing("frontdoor-console", otlp_endpoint=settings.otel_exporter_otlp_endpoint)
 
-    from .http import accounts, admin_web, agents, dashboard, domains
+    from .http import accounts, admin_web, agents, dashboard, domains, operations_api
 
     routes: list[Any] = [
         *health_routes("console"),
@@ -110,6 +111,7 @@ def create_app(
         *domains.routes,
         *agents.routes,
         *accounts.routes,
+        *operations_api.routes,
         *admin_web.routes,
         dashboard.router,
         openapi_json,
@@ -120,6 +122,8 @@ def create_app(
         route_handlers=routes,
         lifespan=[lifespan],
         dependencies={"actor": Provide(deps.provide_actor)},
+        # Every route, whoever adds it: viewers change nothing, owners alone manage keys and team.
+        guards=[role_guard],
         exception_handlers=problem_exception_handlers(),
         before_request=make_json_guard(("/api/",)),
         middleware=[RequestIdMiddleware, TracingMiddleware,

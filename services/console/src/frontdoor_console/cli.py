@@ -16,14 +16,16 @@ import sys
 
 from frontdoor_core.clock import utc_now
 from frontdoor_core.db import create_pool, transaction
-from frontdoor_core.migrations import apply_migrations, discover
+from frontdoor_core.migrations import (
+    MIGRATED_PACKAGES,
+    apply_migrations,
+    discover,
+)
 from frontdoor_tenancy import audit, signing_keys, tenants
 from frontdoor_tenancy.actor import Actor
 from frontdoor_tenancy.credentials.key_encryption import Kek
 
 from .settings import load
-
-MIGRATED_PACKAGES = ["frontdoor_tenancy", "frontdoor_identity", "frontdoor_sessions"]
 
 
 async def _migrate() -> int:

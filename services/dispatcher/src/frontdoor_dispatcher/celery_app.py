@@ -27,7 +27,8 @@ def broker_url(redis_url: str) -> str:
 
 _settings = load()
 app = Celery("frontdoor", broker=broker_url(_settings.redis_url or "redis://127.0.0.1:6379/0"),
-             include=["frontdoor_dispatcher.tasks.domains", "frontdoor_dispatcher.tasks.keys"])
+             include=["frontdoor_dispatcher.tasks.domains", "frontdoor_dispatcher.tasks.keys",
+                      "frontdoor_dispatcher.tasks.webhooks"])
 app.conf.update(
     task_serializer="json",
     accept_content=["json"],
@@ -38,6 +39,9 @@ app.conf.update(
     beat_schedule_filename=os.path.join(_settings.data_dir, "celerybeat-schedule"),
     beat_schedule={
         "keys-prune": {"task": "frontdoor.keys.prune_retired", "schedule": 24 * 3600.0},
+        "webhooks-prune": {"task": "frontdoor.webhooks.prune", "schedule": 3600.0},
+        "operations-expire": {"task": "frontdoor.operations.expire_due", "schedule": 30.0,
+                              "options": {"expires": 30.0}},
         "domains-sweep": {
             "task": "frontdoor.domains.sweep",
             "schedule": _settings.domain_sweep_interval.total_seconds(),

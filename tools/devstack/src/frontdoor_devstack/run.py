@@ -28,6 +28,7 @@ from .redis_server import EmbeddedRedis
 from .seed import (
     DEMO_ACCOUNTS,
     apply_all_migrations,
+    ensure_operations,
     ensure_sign_in,
     northwind_login_secrets,
     seed_demo,
@@ -145,7 +146,8 @@ def main() -> int:
         py = sys.executable
         granian = str(Path(py).with_name("granian"))
         celery = str(Path(py).with_name("celery"))
-        services = [("console", settings.console_port), ("issuer", settings.issuer_port)]
+        services = [("console", settings.console_port), ("issuer", settings.issuer_port),
+                    ("ledger", settings.ledger_port)]
         for name, port in services:
             stack.spawn(name, [granian, "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port),
                                "--workers", "1", "--no-ws", f"frontdoor_{name}.asgi:app"], env, logs / f"{name}.log")
@@ -154,7 +156,9 @@ def main() -> int:
                     logs / "worker.log")
         stack.spawn("beat", [celery, "-A", "frontdoor_dispatcher.celery_app", "beat", "--loglevel", "INFO"], env,
                     logs / "beat.log")
+        stack.spawn("relay", [py, "-m", "frontdoor_dispatcher.relay"], env, logs / "relay.log")
         if demo.get("tenant_id") and demo.get("northwind_credential"):
+            webhook_secret = asyncio.run(ensure_operations(settings, data_dir, demo["tenant_id"], northwind_url))
             poppy = asyncio.run(write_northwind_document(settings, data_dir, demo["tenant_id"]))
             login = northwind_login_secrets(data_dir)
             demo["northwind_password"] = login["demo_password"]
@@ -162,7 +166,9 @@ def main() -> int:
                       "NORTHWIND_CREDENTIAL": demo["northwind_credential"], "NORTHWIND_PUBLIC_URL": northwind_url,
                       "NORTHWIND_POPPY_JSON": str(poppy),
                       "NORTHWIND_SIGNING_KEY": json.dumps(login["signing_key"]),
-                      "NORTHWIND_DEMO_PASSWORD": login["demo_password"]}
+                      "NORTHWIND_DEMO_PASSWORD": login["demo_password"],
+                      "NORTHWIND_LEDGER_URL": f"{settings.ledger_base_url}/{demo['slug']}",
+                      "NORTHWIND_WEBHOOK_SECRET": webhook_secret}
             stack.spawn("northwind", [granian, "--interface", "asgi", "--host", "127.0.0.1", "--port",
                                       str(settings.example_port), "--workers", "1", "--no-ws", "northwind.asgi:app"],
                         nw_env, logs / "northwind.log")
@@ -195,10 +201,12 @@ def _print_banner(settings: Any, demo: dict[str, str], logs: Path) -> None:
         "Frontdoor is running.",
         f"  console + management API  {settings.console_base_url}   (OpenAPI: {settings.console_base_url}/api/v1/openapi.json)",
         f"  issuer                    {settings.issuer_base_url}",
+        f"  ledger                    {settings.ledger_base_url}   (operations endpoint: "
+        f"{settings.ledger_base_url}/{demo['slug']}/operations)",
         f"  example company Northwind {northwind}   (poppy.json, /api/products, /api/orders, /mcp)",
         f"  demo issuer metadata      {settings.issuer_base_url}/.well-known/oauth-authorization-server/{demo['slug']}",
-        "  worker + beat             Celery (looks for domains due a DNS check every "
-        f"{int(settings.domain_sweep_interval.total_seconds())} s)",
+        "  worker + beat + relay     Celery (webhook deliveries and retries; domains due a DNS check every "
+        f"{int(settings.domain_sweep_interval.total_seconds())} s) and the outbox relay",
         "",
         "Demo tenant:",
         f"  admin email     {demo['email']}",

@@ -25,10 +25,13 @@ from urllib.parse import urlsplit
 
 import asyncpg
 import msgspec
-from frontdoor_core.migrations import apply_migrations, discover
+from frontdoor_core.migrations import (
+    MIGRATED_PACKAGES,
+    apply_migrations,
+    discover,
+)
 from frontdoor_core.settings import Settings
 
-MIGRATED_PACKAGES = ["frontdoor_tenancy", "frontdoor_identity", "frontdoor_sessions"]
 DEMO_SLUG = "demo"
 DEMO_EMAIL = "admin@demo.frontdoor.dev"
 NORTHWIND_DOMAIN = "northwind.example"
@@ -191,14 +194,53 @@ async def seed_demo(settings: Settings, data_dir: Path, *, northwind_url: str) -
     return creds
 
 
+async def ensure_operations(settings: Settings, data_dir: Path, tenant_id: str, northwind_url: str) -> str:
+    """Northwind's perform webhook endpoint and its ``order.place`` kind (idempotent).
+
+    The endpoint's ``whsec_`` secret is kept in the data directory (0600) for Northwind's
+    receiver; answers it.
+    """
+    from frontdoor_core.db import create_pool
+    from frontdoor_operations.kinds import KindInput, get_kind, put_kind
+    from frontdoor_tenancy.actor import Actor
+    from frontdoor_tenancy.credentials.key_encryption import Kek
+    from frontdoor_webhooks.endpoints import create_endpoint
+
+    file = data_dir / "northwind-webhook.json"
+    actor = Actor(tenant_id=tenant_id, type="system")
+    pool = await create_pool(settings.database_url, min_size=1, max_size=1)
+    try:
+        async with pool.acquire() as conn, conn.transaction():
+            saved = json.loads(file.read_text()) if file.exists() else None
+            exists = saved is not None and await conn.fetchval(
+                "SELECT 1 FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2", tenant_id, saved["endpoint_id"])
+            if not exists:
+                created = await create_endpoint(conn, actor, url=f"{northwind_url}/webhooks/frontdoor",
+                                                kek=Kek.from_env_value(settings.kek), now=datetime.now(UTC),
+                                                description="Northwind performs orders", allow_insecure=True)
+                saved = {"endpoint_id": created.endpoint.id, "secret": created.secret}
+                _write_private(file, json.dumps(saved, indent=2))
+            assert saved is not None
+            if await get_kind(conn, tenant_id, "order.place") is None:
+                await put_kind(conn, actor, "order.place", KindInput(
+                    perform_endpoint_id=saved["endpoint_id"], scopes=["orders:read"], description="Place an order",
+                    default_expiry_seconds=900, max_expiry_seconds=3600), now=datetime.now(UTC))
+    finally:
+        await pool.close()
+    return str(saved["secret"])
+
+
 async def write_northwind_document(settings: Settings, data_dir: Path, tenant_id: str) -> Path:
     """Generate Northwind's poppy.json from the demo tenant's current settings (every run)."""
+    from frontdoor_operations.kinds import has_kinds
     from frontdoor_tenancy.issuer_profile import discovery_document
 
     conn = await asyncpg.connect(settings.database_url)
     try:
         await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
-        doc = await discovery_document(conn, tenant_id, settings.issuer_base_url, NORTHWIND_DOMAIN, dev=True)
+        endpoint = f"{settings.ledger_base_url}/{DEMO_SLUG}/operations" if await has_kinds(conn, tenant_id) else None
+        doc = await discovery_document(conn, tenant_id, settings.issuer_base_url, NORTHWIND_DOMAIN, dev=True,
+                                       operations_endpoint=endpoint)
     finally:
         await conn.close()
     path = data_dir / "northwind-poppy.json"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+from collections.abc import Mapping
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 
 import httpx
@@ -28,6 +29,9 @@ from .target_url import check_target
 __all__ = ["SafeFetcher"]
 
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+# Set by the client or by `post` itself; a caller's header must not replace them.
+_RESERVED_POST_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "accept-encoding",
+                                    "cookie", "proxy-authorization"})
 
 
 class _BorrowedTransport(httpx.AsyncBaseTransport):
@@ -66,7 +70,7 @@ def _translate(exc: httpx.HTTPError) -> FetchError:
 class SafeFetcher:
     """The one outbound HTTP client for URLs chosen by someone else.
 
-    GET (and `post_json`, which never follows a redirect); HTTPS only (plus the development loopback exception); public
+    GET (and `post_json` and `post`, which never follow a redirect); HTTPS only (plus the development loopback exception); public
     addresses only, checked on the address actually connected to; bounded redirects,
     size and time; no cookies, credentials, proxies or content codings.
     """
@@ -159,6 +163,82 @@ class SafeFetcher:
             raise FetchError(FetchErrorCode.TIMEOUT, f"fetch exceeded {self._policy.total_timeout:g} s") from None
         except httpx.HTTPError as exc:
             raise _translate(exc) from None
+
+    async def post(
+        self,
+        url: str,
+        body: bytes,
+        *,
+        headers: Mapping[str, str],
+        timeout: float | None = None,  # noqa: ASYNC109 - applied with asyncio.timeout below
+        max_bytes: int | None = None,
+    ) -> FetchResult:
+        """POST ``body`` to ``url`` once and return the answer whatever its status.
+
+        For deliveries whose receiver's every answer matters (webhooks: ``410``,
+        ``Retry-After``, a JSON body on 2xx). No redirect is followed and a 3xx is
+        returned like any status. The URL and address rules of `fetch` apply. The body
+        is cut, not refused, at ``max_bytes``, and dropped when it carries a content
+        coding (nothing is decompressed): ``truncated`` says so.
+
+        Args:
+            url: The untrusted URL.
+            body: The exact bytes to send.
+            headers: Request headers (``Content-Type`` included); they may not set
+                ``Host``, ``Content-Length``, ``Transfer-Encoding``, ``Connection``,
+                ``Accept-Encoding``, ``Cookie`` or ``Proxy-Authorization``.
+            timeout: Deadline in seconds for the whole request; the policy's
+                ``total_timeout`` when None.
+            max_bytes: Most body bytes kept; the policy's ``max_bytes`` when None.
+
+        Returns:
+            The response, any status.
+
+        Raises:
+            ValueError: A reserved header was given.
+            FetchError: With one of the `FetchErrorCode` codes (never ``bad_status``);
+                nothing else escapes.
+        """
+        reserved = sorted(name for name in headers if name.lower() in _RESERVED_POST_HEADERS)
+        if reserved:
+            raise ValueError(f"headers {reserved} are set by the fetcher")
+        deadline = self._policy.total_timeout if timeout is None else timeout
+        limit = self._policy.max_bytes if max_bytes is None else max_bytes
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(deadline):
+                target = self._check(url, redirect=False)
+                async with self._client(False) as client:
+                    request = client.build_request("POST", target, content=body, headers=dict(headers))
+                    response = await client.send(request, stream=True)
+                    try:
+                        raw_size = sum(len(k) + len(v) + 4 for k, v in response.headers.raw)
+                        if raw_size > self._policy.max_header_bytes:
+                            raise FetchError(FetchErrorCode.TOO_LARGE, "response headers too large")
+                        data, truncated = await self._read_prefix(response, limit)
+                    finally:
+                        await response.aclose()
+                    return FetchResult(final_url=str(target), status=response.status_code,
+                                       headers=self._headers(response), body=data, redirect_chain=(str(target),),
+                                       elapsed=time.monotonic() - started, truncated=truncated)
+        except TimeoutError:
+            raise FetchError(FetchErrorCode.TIMEOUT, f"request exceeded {deadline:g} s") from None
+        except httpx.HTTPError as exc:
+            raise _translate(exc) from None
+
+    @staticmethod
+    async def _read_prefix(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+        # A content coding we did not ask for is not decoded (nothing may expand past the
+        # cap between two checks): such a body is dropped, as if cut at zero bytes.
+        codings = response.headers.get_list("content-encoding")
+        if any(c.strip().lower() not in ("", "identity") for c in codings):
+            return b"", True
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > limit:
+                return bytes(body[:limit]), True
+        return bytes(body), False
 
     def _client(self, accept_json: bool) -> httpx.AsyncClient:
         policy = self._policy

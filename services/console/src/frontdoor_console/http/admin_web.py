@@ -21,11 +21,12 @@ from litestar.enums import RequestEncodingType
 from litestar.params import Body
 from litestar.response import Redirect, Template
 
+from ..access import COOKIE, PUBLIC, authenticate_cookie
+from ..access import opt as access_opt
 from .deps import ctx_of, rate_limit
 
 __all__ = ["COOKIE", "routes"]
 
-COOKIE = "fd_session"
 
 
 class LoginForm(msgspec.Struct, frozen=True, kw_only=True):
@@ -39,12 +40,7 @@ def _cookie(value: str, *, secure: bool, max_age: int | None) -> Cookie:
 
 async def current_admin(request: Request[Any, Any, Any], state: State) -> admins.AdminSession | None:
     """The signed-in admin of this browser, if any."""
-    token = request.cookies.get(COOKIE)
-    if not token:
-        return None
-    ctx = ctx_of(state)
-    async with ctx.pool.acquire() as conn:
-        return await admins.resume_session(conn, token, now=ctx.now(), idle=ctx.settings.cookie_idle_timeout)
+    return await authenticate_cookie(request)
 
 
 @get("/login", include_in_schema=False)
@@ -52,7 +48,7 @@ async def login_page() -> Template:
     return Template("login.html", context={"error": None, "email": ""})
 
 
-@post("/login", include_in_schema=False)
+@post("/login", include_in_schema=False, opt=access_opt(PUBLIC))
 async def login(
     data: Annotated[LoginForm, Body(media_type=RequestEncodingType.URL_ENCODED)],
     request: Request[Any, Any, Any],
@@ -83,7 +79,7 @@ async def login(
     return Redirect("/", status_code=303, cookies=[_cookie(token, secure=secure, max_age=None)])
 
 
-@post("/logout", include_in_schema=False)
+@post("/logout", include_in_schema=False, opt=access_opt(PUBLIC))
 async def logout(request: Request[Any, Any, Any], state: State) -> Response[Any]:
     token = request.cookies.get(COOKIE)
     if token:

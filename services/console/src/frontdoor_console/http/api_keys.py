@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 from frontdoor_core.db import transaction
 from frontdoor_tenancy import api_keys
@@ -11,6 +13,7 @@ from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
+from ..access import opt
 from .deps import ctx_of, require_writer
 from .problems import PROBLEMS
 
@@ -19,6 +22,7 @@ __all__ = ["ApiKeysController"]
 
 class NewApiKey(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     name: str
+    role: Literal["owner", "admin", "viewer"] = "admin"
 
 
 class ApiKeyList(msgspec.Struct, frozen=True, kw_only=True):
@@ -29,6 +33,7 @@ class CreatedOut(msgspec.Struct, frozen=True, kw_only=True):
     id: str
     name: str
     prefix: str
+    role: str
     api_key: str
 
 
@@ -36,20 +41,23 @@ class ApiKeysController(Controller):
     path = "/api/v1/api-keys"
     tags = ["api-keys"]  # noqa: RUF012 - Litestar reads it as a plain class attribute
 
-    @post("/", responses=PROBLEMS, status_code=201, summary="Create an API key (the secret is shown once)")
+    @post("/", responses=PROBLEMS, status_code=201, summary="Create an API key (the secret is shown once)",
+          opt=opt("manage_api_keys"),
+          description="Owners only. `role` (default `admin`) is what the key may do, at most the caller's role.")
     async def create(self, data: JSONBody[NewApiKey], actor: NamedDependency[Actor], state: State) -> CreatedOut:
         require_writer(actor)
         async with transaction(ctx_of(state).pool) as conn:
-            created = await api_keys.create_key(conn, actor, data.name)
+            created = await api_keys.create_key(conn, actor, data.name, role=data.role)
         return CreatedOut(id=created.key.id, name=created.key.name, prefix=created.key.prefix,
-                          api_key=created.api_key)
+                          role=created.key.role, api_key=created.api_key)
 
     @get("/", responses=PROBLEMS, summary="List API keys (prefixes only)")
     async def list_(self, actor: NamedDependency[Actor], state: State) -> ApiKeyList:
         async with ctx_of(state).pool.acquire() as conn:
             return ApiKeyList(data=await api_keys.list_keys(conn, actor.tenant_id))
 
-    @delete("/{key_id:str}", responses=PROBLEMS, status_code=200, summary="Revoke an API key")
+    @delete("/{key_id:str}", responses=PROBLEMS, status_code=200, summary="Revoke an API key (owners only)",
+            opt=opt("manage_api_keys"))
     async def revoke(self, key_id: FromPath[str], actor: NamedDependency[Actor], state: State) -> api_keys.ApiKeyView:
         require_writer(actor)
         async with transaction(ctx_of(state).pool) as conn:

@@ -1,4 +1,6 @@
-"""The admin dashboard (first slice): overview, domains, agents, API keys, audit log.
+"""The admin dashboard: overview, domains, agents, API keys, audit log, and (from their own
+modules) Sessions and accounts, the team, issuer settings, resource-server credentials,
+feedback, sign-up, invitations and password change.
 
 Server-rendered pages progressively enhanced with htmx. Every page and fragment reads the
 tenant from the signed-in admin's session, never from the URL. Every POST is CSRF-checked
@@ -12,34 +14,33 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Annotated, Any
 
 import msgspec
 from frontdoor_core.db import transaction
-from frontdoor_core.errors import Conflict, DomainError, Invalid, NotFound
-from frontdoor_httpkit import current_request_id
+from frontdoor_core.errors import Conflict, Invalid, NotFound
 from frontdoor_identity import check_client_id, list_agents
 from frontdoor_sessions.agent_blocking import block_and_end_sessions, unblock
 from frontdoor_sessions.session_activity import session_activity
-from frontdoor_tenancy import admins, api_keys, audit, domain_claims, issuer_profile, tenants
-from frontdoor_tenancy.actor import Actor
+from frontdoor_tenancy import api_keys, audit, domain_claims, issuer_profile
 from frontdoor_tenancy.tenant_overview import audit_actions, tenant_counts
 from litestar import Request, Response, Router, get, post
 from litestar.datastructures import ResponseHeader, State
 from litestar.di import Provide
-from litestar.enums import RequestEncodingType
-from litestar.params import Body, FromPath, Parameter
+from litestar.params import FromPath, Parameter
 from litestar.response import Redirect, Template
 
+from ..access import opt
 from ..policy import lifecycle_policy
-from .admin_web import current_admin
+from . import account_pages, credential_pages, session_pages, settings_pages, team_pages
 from .deps import ctx_of
+from .operations_api import operations_endpoint
+from .page import EXCEPTION_HANDLERS, FORM, Console, is_htmx, provide_console
 
 __all__ = ["router"]
 
-_FORM = Body(media_type=RequestEncodingType.URL_ENCODED)
+_FORM = FORM
 _CSV_MAX_ROWS = 10_000
 _PAGE = 50
 
@@ -51,73 +52,6 @@ _NOTICES = {
     "agent_unchanged": "Nothing changed.",
     "key_revoked": "API key revoked; it stops working at once.",
 }
-
-
-class SignedOut(Exception):
-    """No valid admin session: go to the sign-in page."""
-
-
-class ReadOnly(Exception):
-    """A viewer tried to change something."""
-
-
-@dataclass(frozen=True)
-class Console:
-    """The signed-in admin of this request and their tenant."""
-
-    session: admins.AdminSession
-    tenant: tenants.Tenant
-    actor: Actor
-
-    @property
-    def can_write(self) -> bool:
-        return self.actor.can_write
-
-    def page(self, template: str, *, nav: str, status_code: int = 200, **context: Any) -> Template:
-        return Template(template, status_code=status_code, context={
-            "nav": nav, "tenant": self.tenant, "admin": self.session.admin, "can_write": self.can_write, **context,
-        })
-
-
-async def provide_console(request: Request[Any, Any, Any], state: State) -> Console:
-    session = await current_admin(request, state)
-    if session is None:
-        raise SignedOut
-    async with ctx_of(state).pool.acquire() as conn:
-        tenant = await tenants.get_tenant(conn, session.admin.tenant_id)
-    actor = Actor(tenant_id=tenant.id, type="admin", id=session.admin.id, role=session.admin.role,
-                  request_id=current_request_id())
-    return Console(session=session, tenant=tenant, actor=actor)
-
-
-def _require_writer(c: Console) -> None:
-    if not c.can_write:
-        raise ReadOnly
-
-
-def _is_htmx(request: Request[Any, Any, Any]) -> bool:
-    return request.headers.get("hx-request") == "true"
-
-
-def _on_signed_out(request: Request[Any, Any, Any], _: Exception) -> Response[Any]:
-    if _is_htmx(request):
-        return Response("", status_code=401, headers={"HX-Redirect": "/login"})
-    return Redirect("/login", status_code=303)
-
-
-def _error_page(status: int, title: str, message: str) -> Template:
-    return Template("error.html", status_code=status, context={"title": title, "message": message},
-                    headers={"Cache-Control": "no-store"})
-
-
-def _on_read_only(_: Request[Any, Any, Any], __: Exception) -> Response[Any]:
-    return _error_page(403, "Not allowed", "Your role can view this tenant but not change it.")
-
-
-def _on_domain_error(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
-    assert isinstance(exc, DomainError)
-    status = {"not_found": 404, "forbidden": 403, "conflict": 409}.get(exc.kind, 422)
-    return _error_page(status, "That did not work", exc.detail)
 
 
 # ---------------------------------------------------------------- overview
@@ -157,7 +91,7 @@ async def domains_page(console: Console, state: State,
 
 @post("/domains")
 async def domains_add(data: Annotated[DomainForm, _FORM], console: Console, state: State) -> Response[Any]:
-    _require_writer(console)
+    console.require("write")
     ctx = ctx_of(state)
     try:
         async with transaction(ctx.pool) as conn:
@@ -171,11 +105,11 @@ async def domains_add(data: Annotated[DomainForm, _FORM], console: Console, stat
 @post("/domains/{domain:str}/verify")
 async def domains_verify(domain: FromPath[str], console: Console, state: State,
                          request: Request[Any, Any, Any]) -> Response[Any]:
-    _require_writer(console)
+    console.require("write")
     ctx = ctx_of(state)
     view = await domain_claims.check_domain(ctx.pool, console.actor, domain, lookup=ctx.txt_lookup, now=ctx.now(),
                                             policy=lifecycle_policy(ctx.settings), manual=True)
-    if _is_htmx(request):
+    if is_htmx(request):
         return Template("_domain_row.html", context={"d": view, "can_write": console.can_write})
     return Redirect("/domains", status_code=303)
 
@@ -184,8 +118,9 @@ async def domains_verify(domain: FromPath[str], console: Console, state: State,
 async def domains_poppy_json(domain: FromPath[str], console: Console, state: State) -> Response[Any]:
     ctx = ctx_of(state)
     async with ctx.pool.acquire() as conn:
-        doc = await issuer_profile.discovery_document(conn, console.tenant.id, ctx.settings.issuer_base_url, domain,
-                                                      dev=ctx.settings.is_dev)
+        doc = await issuer_profile.discovery_document(
+            conn, console.tenant.id, ctx.settings.issuer_base_url, domain, dev=ctx.settings.is_dev,
+            operations_endpoint=await operations_endpoint(conn, ctx.settings, console.tenant.id))
     return Response(json.dumps(doc, indent=2) + "\n", media_type="application/json")
 
 
@@ -233,7 +168,7 @@ async def agents_act(action: FromPath[str], data: Annotated[AgentForm, _FORM], c
                      state: State) -> Response[Any]:
     if action not in _AGENT_ACTIONS:
         raise NotFound("not_found", "No such page.")
-    _require_writer(console)
+    console.require("write")
     ctx = ctx_of(state)
     try:
         cid = check_client_id(data.client_id, allow_http_loopback=ctx.settings.is_dev)
@@ -255,6 +190,7 @@ async def agents_act(action: FromPath[str], data: Annotated[AgentForm, _FORM], c
 
 class KeyForm(msgspec.Struct, frozen=True, kw_only=True):
     name: str = ""
+    role: str = "admin"
 
 
 class ConfirmForm(msgspec.Struct, frozen=True, kw_only=True):
@@ -275,12 +211,12 @@ async def keys_page(console: Console, state: State,
     return await _keys_page(console, state, notice=_NOTICES.get(notice or ""))
 
 
-@post("/api-keys")
+@post("/api-keys", opt=opt("manage_api_keys"))
 async def keys_create(data: Annotated[KeyForm, _FORM], console: Console, state: State) -> Template:
-    _require_writer(console)
+    console.require("manage_api_keys")
     try:
         async with transaction(ctx_of(state).pool) as conn:
-            created = await api_keys.create_key(conn, console.actor, data.name)
+            created = await api_keys.create_key(conn, console.actor, data.name, role=data.role)
     except Invalid as exc:
         return await _keys_page(console, state, error=exc.detail, status_code=422)
     # The only response that ever carries the secret: never cached, never rendered again.
@@ -308,10 +244,10 @@ async def keys_revoke_confirm(key_id: FromPath[str], console: Console, state: St
     return _key_confirm(console, await _key(console, state, key_id))
 
 
-@post("/api-keys/{key_id:str}/revoke")
+@post("/api-keys/{key_id:str}/revoke", opt=opt("manage_api_keys"))
 async def keys_revoke(key_id: FromPath[str], data: Annotated[ConfirmForm, _FORM], console: Console,
                       state: State) -> Response[Any]:
-    _require_writer(console)
+    console.require("manage_api_keys")
     key = await _key(console, state, key_id)
     if data.confirm != "yes":
         return _key_confirm(console, key)
@@ -368,9 +304,10 @@ router = Router(
     path="/",
     route_handlers=[overview, domains_page, domains_add, domains_verify, domains_poppy_json, agents_page,
                     agents_confirm, agents_act, keys_page, keys_create, keys_revoke_confirm, keys_revoke,
-                    audit_page, audit_csv],
+                    audit_page, audit_csv, *session_pages.routes, *team_pages.routes, *settings_pages.routes,
+                    *credential_pages.routes, *account_pages.dashboard_routes, *account_pages.public_routes],
     dependencies={"console": Provide(provide_console)},
-    exception_handlers={SignedOut: _on_signed_out, ReadOnly: _on_read_only, DomainError: _on_domain_error},
+    exception_handlers=EXCEPTION_HANDLERS,
     response_headers=[ResponseHeader(name="Cache-Control", value="no-store")],
     include_in_schema=False,
 )

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from frontdoor_core.errors import Forbidden, RateLimited, Unavailable
+from frontdoor_core.errors import RateLimited, Unavailable
 from frontdoor_core.rate_limit import hit
-from frontdoor_httpkit import current_request_id
-from frontdoor_tenancy import api_keys
 from frontdoor_tenancy.actor import Actor
+from frontdoor_tenancy.roles import require
 from litestar import Request
 from litestar.datastructures import State
 from litestar.exceptions import NotAuthorizedException
 
+from ..access import authenticate_api_key
 from ..context import ConsoleContext
 
 __all__ = ["ctx_of", "provide_actor", "rate_limit", "require_writer"]
@@ -23,14 +23,12 @@ def ctx_of(state: State) -> ConsoleContext:
     return ctx
 
 
-async def provide_actor(request: Request[Any, Any, Any], state: State) -> Actor:
+async def provide_actor(request: Request[Any, Any, Any]) -> Actor:
     """The caller of a management API route, from ``Authorization: Bearer <api key>``."""
-    ctx = ctx_of(state)
     scheme, _, value = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not value.strip():
         raise NotAuthorizedException("Send your API key as 'Authorization: Bearer <api key>'.")
-    async with ctx.pool.acquire() as conn:
-        actor = await api_keys.authenticate(conn, value.strip(), now=ctx.now(), request_id=current_request_id())
+    actor = await authenticate_api_key(request)
     if actor is None:
         raise NotAuthorizedException("The API key is not valid (unknown, malformed or revoked).")
     import structlog
@@ -40,9 +38,12 @@ async def provide_actor(request: Request[Any, Any, Any], state: State) -> Actor:
 
 
 def require_writer(actor: Actor) -> None:
-    """Viewers read; only owners and admins change anything."""
-    if not actor.can_write:
-        raise Forbidden("read_only", "Your role can view but not change this.")
+    """Viewers read; only owners and admins change anything.
+
+    The app-wide role guard (`frontdoor_console.access`) already refused the request;
+    handlers call this too so the rule holds if a route is ever mounted without it.
+    """
+    require(actor, "write")
 
 
 async def rate_limit(ctx: ConsoleContext, key: str, *, limit: int, window_s: int) -> None:

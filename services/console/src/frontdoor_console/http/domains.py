@@ -14,8 +14,10 @@ from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
+from ..access import opt
 from ..policy import lifecycle_policy
 from .deps import ctx_of, require_writer
+from .operations_api import operations_endpoint
 from .problems import PROBLEMS
 
 __all__ = ["routes"]
@@ -77,12 +79,14 @@ async def verify_domain(domain: FromPath[str], actor: NamedDependency[Actor], st
 async def poppy_json(domain: FromPath[str], actor: NamedDependency[Actor], state: State) -> Response[dict[str, Any]]:
     ctx = ctx_of(state)
     async with ctx.pool.acquire() as conn:
-        doc = await issuer_profile.discovery_document(conn, actor.tenant_id, ctx.settings.issuer_base_url, domain,
-                                                      dev=ctx.settings.is_dev)
+        doc = await issuer_profile.discovery_document(
+            conn, actor.tenant_id, ctx.settings.issuer_base_url, domain, dev=ctx.settings.is_dev,
+            operations_endpoint=await operations_endpoint(conn, ctx.settings, actor.tenant_id))
     return Response(doc, headers={"Cache-Control": "no-store"})
 
 
 @post("/api/v1/domains/{domain:str}/publish-check", responses=PROBLEMS, status_code=200, tags=["domains"],
+      opt=opt("read"),  # fetches and reports; changes nothing
       summary="Check the published poppy.json as an agent would",
       description="Fetches the live document and the issuer metadata it names; answers a list of findings.")
 async def publish_check(domain: FromPath[str], actor: NamedDependency[Actor], state: State) -> PublishReport:

@@ -11,6 +11,7 @@ from litestar import Request, post
 from litestar.datastructures import State
 from litestar.params import JSONBody
 
+from ..access import PUBLIC, opt
 from .deps import ctx_of, rate_limit
 from .problems import PUBLIC_PROBLEMS
 
@@ -34,7 +35,7 @@ class SignUpOut(msgspec.Struct, frozen=True, kw_only=True):
 
 
 @post("/api/v1/signup", status_code=201, tags=["tenants"], summary="Sign up a company", security=[],
-      responses=PUBLIC_PROBLEMS,
+      responses=PUBLIC_PROBLEMS, opt=opt(PUBLIC),
       description="Creates the tenant and its owner. The `api_key` is shown only in this response.")
 async def signup(data: JSONBody[tenants.SignUp], request: Request[Any, Any, Any], state: State) -> SignUpOut:
     ctx = ctx_of(state)

@@ -1,0 +1,213 @@
+"""Confirm → the company's perform webhook received: latency at a steady rate, beside an empty
+HTTP round trip measured in the same run.
+
+Stack: embedded PostgreSQL and Redis, the issuer and the ledger each under granian (one
+worker), a company receiver on loopback in its own process (``bench/_receiver.py``: raw
+asyncio HTTP/1.1, checks each signature) answering ``{"outcome": "succeeded"}``. Operations are proposed through the ledger API before the
+timed window, each for its own signed-out Session (no scopes needed). Then confirms are
+sent at ``--rate`` per second (DPoP-signed beforehand); for each, the latency is the time
+from sending the confirm to the receiver reading the perform webhook for that operation.
+
+Baseline: the same HTTP client POSTing an empty body to the same receiver (one round trip).
+Quality bar: p50 ≤ 20 ms and p99 ≤ 100 ms at 50 confirms/s.
+
+    python bench/confirm_latency.py [--operations 300] [--rate 50]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make ``bench`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import argparse
+import asyncio
+import subprocess
+import time
+import urllib.request
+from datetime import UTC, datetime
+from typing import Any
+
+from bench._common import (
+    FORM_HEADERS,
+    Agent,
+    Stack,
+    free_port,
+    install_signal_handlers,
+    stop_process_group,
+    summarize,
+)
+from bench._receiver import ReceiverProcess as Receiver
+
+TARGET_P50_MS = 20.0
+TARGET_P99_MS = 100.0
+
+
+class OperationsAgent(Agent):
+    def metadata(self) -> dict[str, Any]:
+        return {**super().metadata(), "extensions": {"operations": {"version": "1"}}}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--operations", type=int, default=300)
+    p.add_argument("--rate", type=float, default=50.0, help="confirms per second")
+    return p.parse_args(argv)
+
+
+def start_ledger(stack: Stack, ledger_url: str) -> subprocess.Popen[bytes]:
+    granian = str(Path(sys.executable).with_name("granian"))
+    log = open(stack.root / "ledger.log", "ab")  # noqa: SIM115 - handed to the child
+    proc = subprocess.Popen(
+        [granian, "--interface", "asgi", "--host", "127.0.0.1", "--port", ledger_url.rsplit(":", 1)[1],
+         "--workers", "1", "--no-ws", "frontdoor_ledger.asgi:app"],
+        env={**stack.issuer_env(), "FRONTDOOR_LEDGER_BASE_URL": ledger_url}, stdout=log, stderr=log,
+        stdin=subprocess.DEVNULL, start_new_session=True)
+    log.close()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{ledger_url}/healthz", timeout=1) as r:
+                if r.status == 200:
+                    return proc
+        except OSError:
+            time.sleep(0.1)
+    stop_process_group(proc)
+    raise RuntimeError("the ledger did not start:\n" + (stack.root / "ledger.log").read_text()[-2000:])
+
+
+async def configure(stack: Stack, receiver: Receiver) -> str:
+    """A perform endpoint and an operation kind for the tenant; answers a resource credential."""
+    from frontdoor_core.db import create_pool
+    from frontdoor_operations.kinds import KindInput, put_kind
+    from frontdoor_tenancy.actor import Actor
+    from frontdoor_tenancy.credentials.key_encryption import Kek
+    from frontdoor_webhooks.endpoints import create_endpoint
+
+    assert stack.tenant is not None
+    actor = Actor(tenant_id=stack.tenant.id, type="system")
+    pool = await create_pool(stack.database_url, min_size=1, max_size=1)
+    try:
+        async with pool.acquire() as conn, conn.transaction():
+            created = await create_endpoint(conn, actor, url=receiver.hook_url("perform"),
+                                            kek=Kek.from_env_value(stack.kek_value), now=datetime.now(UTC),
+                                            allow_insecure=True)
+            await put_kind(conn, actor, "bench.buy", KindInput(perform_endpoint_id=created.endpoint.id),
+                           now=datetime.now(UTC))
+    finally:
+        await pool.close()
+    receiver.control("perform", secret=created.secret)
+    return await stack.resource_credential()
+
+
+async def measure(stack: Stack, agent: Agent, receiver: Receiver, ledger_url: str, credential: str,
+                  args: argparse.Namespace) -> dict[str, Any]:
+    import httpx
+
+    assert stack.tenant is not None
+    slug, issuer = stack.tenant.slug, stack.tenant.issuer
+    async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=64)) as http:
+        # Before the window: a Session and a proposal per operation.
+        prepared = []
+        for i in range(args.operations):
+            body, headers = agent.token_request(issuer, f"bench-user-{i}")
+            session = (await http.post(f"{issuer}/oauth/token", content=body, headers={**FORM_HEADERS, **headers}))
+            session.raise_for_status()
+            token = session.json()
+            proposed = await http.post(f"{ledger_url}/{slug}/v1/operations", headers={
+                "Authorization": f"Bearer {credential}"}, json={
+                "kind": "bench.buy", "summary": f"Buy item {i} for 1.00 EUR", "user_approval_required": True,
+                "caller": {"session_id": token["session_id"], "client_id": agent.client_id,
+                           "user_id": f"bench-user-{i}"}})
+            proposed.raise_for_status()
+            op = proposed.json()["operation"]
+            url = f"{ledger_url}/{slug}/operations/{op['operation_id']}/confirm"
+            prepared.append((op["operation_id"], url, token["access_token"]))
+        # Baseline: an empty POST round trip to the same receiver, same client.
+        empty = []
+        for _ in range(200):
+            t0 = time.perf_counter()
+            (await http.post(f"{receiver.base_url}/empty", content=b"")).raise_for_status()
+            empty.append(time.perf_counter() - t0)
+
+        latencies: list[float] = []
+        round_trips: list[float] = []
+        states: dict[str, int] = {}
+        sent_at: dict[str, float] = {}
+
+        async def confirm(op_id: str, url: str, access: str) -> None:
+            headers = {"Authorization": f"DPoP {access}", "DPoP": agent.dpop("POST", url, token=access),
+                       "Content-Type": "application/json"}
+            t0 = time.monotonic()  # the receiver stamps arrivals with time.monotonic() too
+            sent_at[op_id] = t0
+            r = await http.post(url, headers=headers, content=b'{"revision":1,"approved_by":"user"}')
+            round_trips.append(time.monotonic() - t0)
+            state = r.json().get("state", f"http {r.status_code}")
+            states[state] = states.get(state, 0) + 1
+
+        interval = 1.0 / args.rate
+        start = time.perf_counter()
+        tasks = []
+        for n, item in enumerate(prepared):
+            delay = start + n * interval - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(confirm(*item)))
+        await asyncio.gather(*tasks)
+        elapsed = time.perf_counter() - start
+        arrived: dict[str, float] = {}
+        stats = receiver.stats("perform", records=True)
+        for _msg_id, key, at, _sig_ok in stats["records"]:
+            arrived.setdefault(key, at)
+        for op_id, _, _ in prepared:
+            if op_id in arrived:
+                latencies.append(arrived[op_id] - sent_at[op_id])
+    return {"bad_signatures": stats["bad_signatures"], "performs": stats["performs"], "raw": stats["raw"],
+            "confirm_to_webhook": summarize(latencies), "confirm_round_trip": summarize(round_trips),
+            "empty_round_trip": summarize(empty), "received": len(latencies), "operations": args.operations,
+            "states": states, "achieved_rate": args.operations / elapsed, "rate": args.rate}
+
+
+def report(result: dict[str, Any]) -> bool:
+    c, rt, e = result["confirm_to_webhook"], result["confirm_round_trip"], result["empty_round_trip"]
+    print(f"confirm → webhook received   {c.line()}")
+    print(f"confirm round trip (outcome) {rt.line()}")
+    print(f"empty HTTP round trip        {e.line()}")
+    print(f"ratio p50 (confirm→webhook / empty round trip): {c.p50_ms / e.p50_ms:.1f}x")
+    print(f"received {result['received']}/{result['operations']} at {result['achieved_rate']:.1f} confirms/s "
+          f"(target {result['rate']:.0f}); final states {result['states']}")
+    ok = (c.p50_ms <= TARGET_P50_MS and c.p99_ms <= TARGET_P99_MS
+          and result["received"] == result["operations"])
+    print(f"receiver: {result['raw']} deliveries, {result['performs']} performs, "
+          f"{result['bad_signatures']} bad signatures")
+    ok = ok and result["bad_signatures"] == 0 and result["performs"] == result["operations"]
+    print(f"target p50 ≤ {TARGET_P50_MS:.0f} ms, p99 ≤ {TARGET_P99_MS:.0f} ms: {'met' if ok else 'NOT met'}")
+    return ok
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    install_signal_handlers()
+    with Stack() as stack:
+        receiver = Receiver()
+        try:
+            asyncio.run(stack.create_tenant())
+            agent = stack.agent_host.publish(OperationsAgent(stack.agent_host.base_url))  # type: ignore[union-attr]
+            stack.start_issuer()
+            ledger_url = f"http://127.0.0.1:{free_port()}"
+            ledger = start_ledger(stack, ledger_url)
+            try:
+                credential = asyncio.run(configure(stack, receiver))
+                result = asyncio.run(measure(stack, agent, receiver, ledger_url, credential, args))
+            finally:
+                stop_process_group(ledger)
+        finally:
+            receiver.stop()
+    result["ok"] = report(result)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main()["ok"] else 1)

@@ -1,0 +1,292 @@
+"""The delivery engine: claim a due message, sign it, send it, record the attempt, decide what next.
+
+Several processes may call `deliver` for the same message (the relay, a retry task, the
+ledger waiting for a perform answer): the claim, one compare-and-set ``UPDATE`` that
+takes a lease, lets exactly one of them send. No database connection is held while the
+receiver is being waited for. The result is written only if the claim is still current
+(a redelivery or an expired lease meanwhile wins), in one transaction with the attempt
+row and the endpoint's health.
+
+`claim` and `due_messages` look messages up by ID across tenants, as a relay must;
+everything after the lookup filters by the message's tenant.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import asyncpg
+import msgspec
+from frontdoor_core.clock import Clock
+from frontdoor_core.logging import get_logger
+from frontdoor_tenancy.credentials import Kek
+from opentelemetry import trace
+
+from .attempts import record_attempt
+from .delivery_outcome import ErrorClass, Verdict, classify, status_error_class
+from .delivery_policy import DeliveryPolicy
+from .endpoint_health import note_failure, note_success
+from .endpoint_secrets import signing_secrets
+from .messages import enqueue_event
+from .retry_policy import next_attempt_at, parse_retry_after
+from .sender import RESPONSE_LIMIT, Sender, SenderResponse, SendError
+from .signing import webhook_headers
+
+__all__ = ["ClaimedMessage", "DeliveryReport", "claim", "deliver", "due_messages"]
+
+_log = get_logger("frontdoor.webhooks")
+_tracer = trace.get_tracer("frontdoor.webhooks")
+# Events about delivery itself are not reported when they fail, or failures would echo.
+_NO_EXHAUSTION_EVENT = frozenset({"delivery.exhausted", "endpoint.disabled"})
+
+
+class ClaimedMessage(msgspec.Struct, frozen=True, kw_only=True):
+    """A message reserved to this process for one attempt.
+
+    Attributes:
+        attempt: This attempt's number (1 for the first).
+        locked_until: The lease's end; the result is written only while it is ours.
+        url: The endpoint's URL at claim time.
+    """
+
+    id: str
+    tenant_id: str
+    endpoint_id: str
+    event_type: str
+    body: str
+    purpose: str
+    operation_id: str | None
+    attempt: int
+    locked_until: datetime
+    url: str
+
+
+class DeliveryReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What one attempt did.
+
+    Attributes:
+        state: The message's state after it: ``delivered``, ``pending`` (retry at
+            ``next_attempt_at``), ``exhausted`` or ``aborted``.
+        status: The receiver's HTTP status; None when it did not answer.
+        error_class: Why it failed (`ErrorClass` value); None when delivered.
+        response_json: The answer's body parsed as JSON when it is JSON and at most
+            64 KiB (a perform webhook's ``{"outcome", "result"}``); else None.
+        endpoint_disabled: True when this attempt disabled the endpoint.
+        recorded: False when the claim was lost before the result was written (a
+            redelivery or an expired lease): the attempt row exists, the message's
+            state was left to the newer claim.
+    """
+
+    message_id: str
+    tenant_id: str
+    endpoint_id: str
+    purpose: str
+    operation_id: str | None
+    attempt_id: str
+    attempt: int
+    state: str
+    status: int | None
+    error_class: str | None
+    response_json: Any = None
+    next_attempt_at: datetime | None = None
+    endpoint_disabled: bool = False
+    recorded: bool = True
+
+
+async def claim(conn: asyncpg.Connection, message_id: str, now: datetime, lease: timedelta, *,
+                tenant_id: str | None = None) -> ClaimedMessage | None:
+    """Reserve a due message for one attempt, or None when it is not claimable now.
+
+    Claimable: pending, due, no live lease, and its endpoint enabled. Concurrent
+    callers serialise on the row; the first takes the lease and the others see it.
+
+    Args:
+        message_id: The message.
+        now: The claimer's time.
+        lease: How long the claim lasts.
+        tenant_id: When known, the claim also checks the message is this tenant's.
+    """
+    row = await conn.fetchrow(
+        """
+        UPDATE webhook_messages AS m
+           SET attempts = m.attempts + 1, locked_until = $2::timestamptz + $3::interval
+          FROM webhook_endpoints AS e
+         WHERE m.id = $1 AND ($4::text IS NULL OR m.tenant_id = $4)
+           AND m.state = 'pending' AND m.next_attempt_at <= $2
+           AND (m.locked_until IS NULL OR m.locked_until < $2)
+           AND e.tenant_id = m.tenant_id AND e.id = m.endpoint_id AND e.enabled
+        RETURNING m.id, m.tenant_id, m.endpoint_id, m.event_type, m.body, m.purpose, m.operation_id,
+                  m.attempts AS attempt, m.locked_until, e.url
+        """,
+        message_id, now, lease, tenant_id,
+    )
+    return None if row is None else ClaimedMessage(**dict(row))
+
+
+async def due_messages(conn: asyncpg.Connection, now: datetime, limit: int = 100) -> list[str]:
+    """IDs of messages due at ``now`` (endpoint enabled, no live lease), oldest due first.
+
+    Rows are locked ``FOR UPDATE SKIP LOCKED`` until the caller's transaction ends, so
+    relays running together each get different messages; each is then sent with
+    `deliver`, whose claim settles any remaining race.
+    """
+    rows = await conn.fetch(
+        """
+        SELECT m.id FROM webhook_messages AS m
+          JOIN webhook_endpoints AS e ON e.tenant_id = m.tenant_id AND e.id = m.endpoint_id
+         WHERE m.state = 'pending' AND m.next_attempt_at <= $1
+           AND (m.locked_until IS NULL OR m.locked_until < $1) AND e.enabled
+         ORDER BY m.next_attempt_at
+         LIMIT $2
+           FOR UPDATE OF m SKIP LOCKED
+        """,
+        now, limit,
+    )
+    return [r["id"] for r in rows]
+
+
+def _parse_json(response: SenderResponse | None) -> Any:
+    if response is None or not response.body or len(response.body) >= RESPONSE_LIMIT:
+        return None
+    try:
+        return msgspec.json.decode(response.body)
+    except msgspec.DecodeError:
+        return None
+
+
+async def deliver(
+    pool: asyncpg.Pool,
+    message_id: str,
+    *,
+    sender: Sender,
+    kek: Kek,
+    clock: Clock,
+    policy: DeliveryPolicy,
+    tenant_id: str | None = None,
+    accept: Callable[[SenderResponse], bool] | None = None,
+) -> DeliveryReport | None:
+    """Make one attempt at a message if it can be claimed now.
+
+    Args:
+        pool: Connections are taken briefly before and after the request, never
+            held during it.
+        message_id: The message.
+        sender: The transport (`SafeSender` in production).
+        kek: Opens the endpoint's secrets.
+        clock: The time source (signing timestamp, attempt times, schedule).
+        policy: Timeout, retries, lease, disabling.
+        tenant_id: When known, only this tenant's message is claimed.
+        accept: A stricter success test for a ``2xx`` answer (the perform webhook needs a
+            known outcome or ``202``); a ``2xx`` it refuses is retried as ``invalid_response``.
+
+    Returns:
+        The attempt's report, or None when the message was not claimable (not due,
+        finished, its endpoint disabled, or another process holds it).
+
+    Raises:
+        frontdoor_tenancy.credentials.DecryptionError: The endpoint's secret does not
+            open under the configured KEK. Nothing was sent; the message is tried
+            again once its lease ends.
+    """
+    now = clock()
+    async with pool.acquire() as conn:
+        claimed = await claim(conn, message_id, now, policy.lease, tenant_id=tenant_id)
+        if claimed is None:
+            return None
+        secrets = await signing_secrets(conn, claimed.tenant_id, claimed.endpoint_id, kek, now)
+    body = claimed.body.encode("utf-8")
+    headers = webhook_headers(secrets, claimed.id, int(now.timestamp()), body)
+    with _tracer.start_as_current_span("webhook.deliver", attributes={
+        "webhook.message_id": claimed.id, "webhook.attempt": claimed.attempt, "frontdoor.tenant_id": claimed.tenant_id,
+    }) as span:
+        started_at = clock()
+        t0 = time.monotonic()
+        response: SenderResponse | None = None
+        error_class: str | None
+        excerpt: bytes | str
+        try:
+            response = await sender.post(claimed.url, body, headers, policy.timeout.total_seconds())
+            error_class = status_error_class(response.status)
+            excerpt = response.body
+            if error_class is None and 200 <= response.status < 300 and accept is not None and not accept(response):
+                error_class = ErrorClass.INVALID_RESPONSE.value
+        except SendError as exc:
+            error_class, excerpt = exc.error_class.value, exc.detail
+        duration_ms = int((time.monotonic() - t0) * 1000)
+        if response is not None:
+            span.set_attribute("http.response.status_code", response.status)
+    report = await _settle(pool, claimed, policy, clock, started_at=started_at, duration_ms=duration_ms,
+                           response=response, error_class=error_class, excerpt=excerpt, headers=headers)
+    _log.info("webhook_attempt", message_id=claimed.id, tenant_id=claimed.tenant_id, endpoint_id=claimed.endpoint_id,
+              attempt=claimed.attempt, status=report.status, error_class=report.error_class, state=report.state,
+              duration_ms=duration_ms)
+    return report
+
+
+async def _settle(
+    pool: asyncpg.Pool,
+    claimed: ClaimedMessage,
+    policy: DeliveryPolicy,
+    clock: Clock,
+    *,
+    started_at: datetime,
+    duration_ms: int,
+    response: SenderResponse | None,
+    error_class: str | None,
+    excerpt: bytes | str,
+    headers: dict[str, str],
+) -> DeliveryReport:
+    """Write the attempt, then the message's next state and the endpoint's health, atomically."""
+    ended = clock()
+    status = None if response is None else response.status
+    verdict = classify(status, {} if response is None else response.headers)
+    if verdict is Verdict.DELIVERED and error_class is not None:
+        verdict = Verdict.RETRY  # a 2xx the caller's `accept` refused: the outcome is unknown
+    if response is not None and verdict is Verdict.RETRY and error_class is None:
+        error_class = ErrorClass.INVALID_RESPONSE.value  # 1xx or other non-final status
+    retry_at: datetime | None = None
+    if verdict is Verdict.DELIVERED:
+        state = "delivered"
+    elif verdict is Verdict.ABORT:
+        state = "aborted"
+    else:
+        retry_after = None if response is None else parse_retry_after(response.headers.get("retry-after"), ended)
+        retry_at = next_attempt_at(claimed.attempt, ended, policy.retry, retry_after=retry_after)
+        state = "pending" if retry_at is not None else "exhausted"
+    async with pool.acquire() as conn, conn.transaction():
+        attempt_id = await record_attempt(
+            conn, tenant_id=claimed.tenant_id, message_id=claimed.id, endpoint_id=claimed.endpoint_id,
+            attempt=claimed.attempt, url=claimed.url, started_at=started_at, duration_ms=duration_ms,
+            response_status=status, error_class=error_class, response_excerpt=excerpt, request_headers=headers,
+            next_attempt_at=retry_at,
+        )
+        still_ours = await conn.fetchval(
+            "UPDATE webhook_messages SET state = $5, next_attempt_at = $6, locked_until = NULL, last_status = $7,"
+            " delivered_at = CASE WHEN $5 = 'delivered' THEN $8 ELSE delivered_at END"
+            " WHERE tenant_id = $1 AND id = $2 AND state = 'pending' AND attempts = $3 AND locked_until = $4"
+            " RETURNING id",
+            claimed.tenant_id, claimed.id, claimed.attempt, claimed.locked_until, state, retry_at, status, ended,
+        )
+        disabled = False
+        if still_ours is not None:
+            if verdict is Verdict.DELIVERED:
+                await note_success(conn, claimed.tenant_id, claimed.endpoint_id)
+            else:
+                disabled = await note_failure(conn, claimed.tenant_id, claimed.endpoint_id, started_at=started_at,
+                                              now=ended, disable_after=policy.disable_after,
+                                              gone=verdict is Verdict.GONE)
+            if state == "exhausted" and claimed.event_type not in _NO_EXHAUSTION_EVENT:
+                await enqueue_event(conn, claimed.tenant_id, "delivery.exhausted",
+                                    {"message_id": claimed.id, "endpoint_id": claimed.endpoint_id,
+                                     "event_type": claimed.event_type, "attempts": claimed.attempt},
+                                    ended, exclude_endpoint=claimed.endpoint_id)
+    return DeliveryReport(
+        message_id=claimed.id, tenant_id=claimed.tenant_id, endpoint_id=claimed.endpoint_id, purpose=claimed.purpose,
+        operation_id=claimed.operation_id, attempt_id=attempt_id, attempt=claimed.attempt,
+        state=state if still_ours is not None else "pending", status=status, error_class=error_class,
+        response_json=_parse_json(response), next_attempt_at=retry_at, endpoint_disabled=disabled,
+        recorded=still_ours is not None,
+    )

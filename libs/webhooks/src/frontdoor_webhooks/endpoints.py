@@ -1,0 +1,301 @@
+"""Webhook endpoints: where a tenant's messages go, what they subscribe to, their secrets.
+
+Use cases take the caller's connection (they never commit) and an `Actor` whose tenant
+scopes every query; changes are audited. Another tenant's endpoint is `NotFound`, like
+a missing one. A disabled endpoint keeps its messages: they wait and go out once it is
+enabled again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import asyncpg
+import msgspec
+from frontdoor_core.errors import Conflict, Invalid, NotFound
+from frontdoor_core.ids import new_id
+from frontdoor_tenancy import audit
+from frontdoor_tenancy.actor import Actor
+from frontdoor_tenancy.credentials import Kek
+
+from .endpoint_secrets import add_secret, rotate_secret_rows
+from .endpoint_url import validate_endpoint_url
+from .event_types import validate_event_types
+
+__all__ = [
+    "CreatedEndpoint",
+    "Endpoint",
+    "create_endpoint",
+    "delete_endpoint",
+    "disable_endpoint",
+    "enable_endpoint",
+    "get_endpoint",
+    "list_endpoints",
+    "rotate_secret",
+    "update_endpoint",
+]
+
+_MAX_DESCRIPTION = 500
+_MAX_RATE = 10_000
+_COLUMNS = ("id, tenant_id, url, description, event_types, enabled, disabled_at, disabled_reason, failing_since,"
+            " rate_limit_per_second, created_at, updated_at")
+
+
+class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
+    """One endpoint as the management API shows it (never its secret).
+
+    Attributes:
+        disabled_reason: ``manual`` (an admin), ``gone`` (the receiver answered 410) or
+            ``failing`` (every attempt failed for ``webhook_disable_after``).
+        failing_since: When the current run of failed attempts began; None when the
+            last attempt succeeded.
+        rate_limit_per_second: Most deliveries per second the company wants; None for
+            no limit (the relay enforces it).
+    """
+
+    id: str
+    tenant_id: str
+    url: str
+    description: str
+    event_types: list[str]
+    enabled: bool
+    disabled_at: datetime | None
+    disabled_reason: str | None
+    failing_since: datetime | None
+    rate_limit_per_second: int | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class CreatedEndpoint(msgspec.Struct, frozen=True, kw_only=True):
+    """A new endpoint and its signing secret, which is shown this once."""
+
+    endpoint: Endpoint
+    secret: str
+
+
+def _endpoint(row: asyncpg.Record) -> Endpoint:
+    return Endpoint(**{**dict(row), "event_types": list(row["event_types"])})
+
+
+def _description(text: str) -> str:
+    text = text.strip()
+    if len(text) > _MAX_DESCRIPTION:
+        raise Invalid("invalid_description", f"The description is at most {_MAX_DESCRIPTION} characters.",
+                      fields={"description": f"at most {_MAX_DESCRIPTION} characters"})
+    return text
+
+
+def _rate(value: int | None) -> int | None:
+    if value is not None and not 1 <= value <= _MAX_RATE:
+        raise Invalid("invalid_rate_limit", f"The rate limit is 1 to {_MAX_RATE} per second.",
+                      fields={"rate_limit_per_second": f"1 to {_MAX_RATE}"})
+    return value
+
+
+async def create_endpoint(
+    conn: asyncpg.Connection,
+    actor: Actor,
+    *,
+    url: str,
+    kek: Kek,
+    now: datetime,
+    description: str = "",
+    event_types: Sequence[str] = (),
+    rate_limit_per_second: int | None = None,
+    allow_insecure: bool = False,
+) -> CreatedEndpoint:
+    """Register an endpoint with a fresh secret.
+
+    Args:
+        actor: Who acts; the endpoint belongs to ``actor.tenant_id``.
+        url: HTTPS URL (see `validate_endpoint_url`).
+        kek: Encrypts the secret at rest.
+        now: The creation time.
+        description: Free text for the dashboard.
+        event_types: Subscribed types from `EVENT_TYPES`; empty receives only
+            the perform webhook.
+        rate_limit_per_second: Optional delivery rate cap.
+        allow_insecure: Development: accept ``http://`` loopback URLs.
+
+    Returns:
+        The endpoint and its ``whsec_`` secret (not retrievable later).
+
+    Raises:
+        Invalid: A field is not acceptable.
+    """
+    checked_url = validate_endpoint_url(url, allow_insecure=allow_insecure)
+    types = validate_event_types(event_types)
+    endpoint_id = new_id("whe")
+    row = await conn.fetchrow(
+        "INSERT INTO webhook_endpoints (tenant_id, id, url, description, event_types, rate_limit_per_second,"  # noqa: S608
+        " created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING " + _COLUMNS,
+        actor.tenant_id, endpoint_id, checked_url, _description(description), types, _rate(rate_limit_per_second),
+        now,
+    )
+    secret = await add_secret(conn, actor.tenant_id, endpoint_id, kek, now)
+    await audit.record(conn, actor, "webhook_endpoint.created", target_type="webhook_endpoint",
+                       target_id=endpoint_id, details={"url": checked_url, "event_types": types}, at=now)
+    return CreatedEndpoint(endpoint=_endpoint(row), secret=secret)
+
+
+async def get_endpoint(conn: asyncpg.Connection, tenant_id: str, endpoint_id: str) -> Endpoint:
+    """The endpoint by ID.
+
+    Raises:
+        NotFound: ``webhook_endpoint_not_found`` (also for another tenant's endpoint).
+    """
+    row = await conn.fetchrow(f"SELECT {_COLUMNS} FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2",  # noqa: S608
+                              tenant_id, endpoint_id)
+    if row is None:
+        raise NotFound("webhook_endpoint_not_found", "No such webhook endpoint.")
+    return _endpoint(row)
+
+
+async def list_endpoints(conn: asyncpg.Connection, tenant_id: str) -> list[Endpoint]:
+    """The tenant's endpoints, oldest first."""
+    rows = await conn.fetch(f"SELECT {_COLUMNS} FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY id",  # noqa: S608
+                            tenant_id)
+    return [_endpoint(r) for r in rows]
+
+
+async def update_endpoint(
+    conn: asyncpg.Connection,
+    actor: Actor,
+    endpoint_id: str,
+    *,
+    now: datetime,
+    url: str | msgspec.UnsetType = msgspec.UNSET,
+    description: str | msgspec.UnsetType = msgspec.UNSET,
+    event_types: Sequence[str] | msgspec.UnsetType = msgspec.UNSET,
+    enabled: bool | msgspec.UnsetType = msgspec.UNSET,
+    rate_limit_per_second: int | msgspec.UnsetType | None = msgspec.UNSET,
+    allow_insecure: bool = False,
+) -> Endpoint:
+    """Change what is given, leave the rest (``UNSET``) alone.
+
+    ``enabled=True`` is `enable_endpoint`, ``enabled=False`` a manual `disable_endpoint`.
+
+    Raises:
+        Invalid: A field is not acceptable.
+        NotFound: No such endpoint for this tenant.
+    """
+    changes: dict[str, Any] = {}
+    if not isinstance(url, msgspec.UnsetType):
+        changes["url"] = validate_endpoint_url(url, allow_insecure=allow_insecure)
+    if not isinstance(description, msgspec.UnsetType):
+        changes["description"] = _description(description)
+    if not isinstance(event_types, msgspec.UnsetType):
+        changes["event_types"] = validate_event_types(event_types)
+    if not isinstance(rate_limit_per_second, msgspec.UnsetType):
+        changes["rate_limit_per_second"] = _rate(rate_limit_per_second)
+    row = await conn.fetchrow(
+        "UPDATE webhook_endpoints SET"
+        " url = CASE WHEN $3 THEN $4 ELSE url END,"
+        " description = CASE WHEN $5 THEN $6 ELSE description END,"
+        " event_types = CASE WHEN $7 THEN $8::text[] ELSE event_types END,"
+        " rate_limit_per_second = CASE WHEN $9 THEN $10::integer ELSE rate_limit_per_second END,"
+        " updated_at = $11"
+        " WHERE tenant_id = $1 AND id = $2 RETURNING " + _COLUMNS,
+        actor.tenant_id, endpoint_id,
+        "url" in changes, changes.get("url"),
+        "description" in changes, changes.get("description"),
+        "event_types" in changes, changes.get("event_types"),
+        "rate_limit_per_second" in changes, changes.get("rate_limit_per_second"),
+        now,
+    )
+    if row is None:
+        raise NotFound("webhook_endpoint_not_found", "No such webhook endpoint.")
+    if changes:
+        await audit.record(conn, actor, "webhook_endpoint.updated", target_type="webhook_endpoint",
+                           target_id=endpoint_id, details={"fields": sorted(changes)}, at=now)
+    if enabled is True:
+        return await enable_endpoint(conn, actor, endpoint_id, now=now)
+    if enabled is False:
+        return await disable_endpoint(conn, actor, endpoint_id, reason="manual", now=now)
+    return _endpoint(row)
+
+
+async def delete_endpoint(conn: asyncpg.Connection, actor: Actor, endpoint_id: str, *, now: datetime) -> None:
+    """Delete an endpoint with its secrets, messages and attempts.
+
+    Raises:
+        Conflict: ``webhook_endpoint_in_use``: another table (operation kinds) refers to it.
+        NotFound: No such endpoint for this tenant.
+    """
+    try:
+        deleted = await conn.fetchval(
+            "DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2 RETURNING id", actor.tenant_id, endpoint_id)
+    except asyncpg.ForeignKeyViolationError:
+        raise Conflict("webhook_endpoint_in_use",
+                       "Operations still use this endpoint; disable it, or point them elsewhere first.") from None
+    if deleted is None:
+        raise NotFound("webhook_endpoint_not_found", "No such webhook endpoint.")
+    await audit.record(conn, actor, "webhook_endpoint.deleted", target_type="webhook_endpoint",
+                       target_id=endpoint_id, at=now)
+
+
+async def rotate_secret(conn: asyncpg.Connection, actor: Actor, endpoint_id: str, *, kek: Kek, now: datetime,
+                        overlap: timedelta) -> str:
+    """Give the endpoint a new secret; the current one keeps signing for ``overlap``.
+
+    Returns:
+        The new ``whsec_`` secret, shown this once.
+
+    Raises:
+        Invalid: ``overlap`` is negative or longer than 7 days.
+        NotFound: No such endpoint for this tenant.
+    """
+    if not timedelta(0) <= overlap <= timedelta(days=7):
+        raise Invalid("invalid_overlap", "The overlap is 0 to 7 days.", fields={"overlap": "0 to 7 days"})
+    found = await conn.fetchval(
+        "SELECT id FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2 FOR UPDATE", actor.tenant_id, endpoint_id)
+    if found is None:
+        raise NotFound("webhook_endpoint_not_found", "No such webhook endpoint.")
+    secret = await rotate_secret_rows(conn, actor.tenant_id, endpoint_id, kek, now=now, overlap=overlap)
+    await audit.record(conn, actor, "webhook_endpoint.secret_rotated", target_type="webhook_endpoint",
+                       target_id=endpoint_id, details={"overlap_s": int(overlap.total_seconds())}, at=now)
+    return secret
+
+
+async def enable_endpoint(conn: asyncpg.Connection, actor: Actor, endpoint_id: str, *, now: datetime) -> Endpoint:
+    """Enable an endpoint (again); its waiting messages become due at once.
+
+    The failure streak restarts, so a re-enabled endpoint gets the full
+    ``webhook_disable_after`` before it can be disabled again.
+
+    Raises:
+        NotFound: No such endpoint for this tenant.
+    """
+    row = await conn.fetchrow(
+        "UPDATE webhook_endpoints SET enabled = true, disabled_at = NULL, disabled_reason = NULL,"  # noqa: S608
+        " failing_since = NULL, updated_at = $3 WHERE tenant_id = $1 AND id = $2 RETURNING " + _COLUMNS,
+        actor.tenant_id, endpoint_id, now)
+    if row is None:
+        raise NotFound("webhook_endpoint_not_found", "No such webhook endpoint.")
+    await audit.record(conn, actor, "webhook_endpoint.enabled", target_type="webhook_endpoint",
+                       target_id=endpoint_id, at=now)
+    return _endpoint(row)
+
+
+async def disable_endpoint(conn: asyncpg.Connection, actor: Actor, endpoint_id: str, *, reason: str,
+                           now: datetime) -> Endpoint:
+    """Stop deliveries to an endpoint; its messages wait (``reason``: manual, gone, failing).
+
+    Idempotent: disabling a disabled endpoint keeps its first time and reason.
+
+    Raises:
+        NotFound: No such endpoint for this tenant.
+    """
+    row = await conn.fetchrow(
+        "UPDATE webhook_endpoints SET enabled = false, disabled_at = coalesce(disabled_at, $3),"  # noqa: S608
+        " disabled_reason = coalesce(disabled_reason, $4), updated_at = $3"
+        " WHERE tenant_id = $1 AND id = $2 RETURNING " + _COLUMNS,
+        actor.tenant_id, endpoint_id, now, reason)
+    if row is None:
+        raise NotFound("webhook_endpoint_not_found", "No such webhook endpoint.")
+    await audit.record(conn, actor, "webhook_endpoint.disabled", target_type="webhook_endpoint",
+                       target_id=endpoint_id, details={"reason": reason}, at=now)
+    return _endpoint(row)

@@ -1,0 +1,265 @@
+"""The webhook outbox: messages, written in the transaction of the change they report.
+
+A message is one body for one endpoint. Its body, ``{"type", "timestamp", "data"}`` as
+compact JSON, is built once when it is written and sent byte for byte on every attempt,
+under the same ``webhook-id`` (the message ID), so receivers can de-duplicate. Writing
+one also sends ``pg_notify('frontdoor_webhooks', <message id>)`` at commit: a cheap
+wake-up for a relay listening, which still reads the table (the notification carries
+nothing else and may be lost).
+
+States: ``pending`` (waiting for ``next_attempt_at``, or for its endpoint to be
+enabled), ``delivered``, ``exhausted`` (the schedule ran out) and ``aborted`` (the
+receiver said ``webhook-delivery: abort``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+import asyncpg
+import msgspec
+from frontdoor_core.errors import Invalid, NotFound
+from frontdoor_core.ids import new_id
+from frontdoor_tenancy import audit
+from frontdoor_tenancy.actor import Actor
+
+from .event_types import EVENT_TYPES, PERFORM
+
+__all__ = [
+    "NOTIFY_CHANNEL",
+    "Message",
+    "MessageState",
+    "Purpose",
+    "build_body",
+    "enqueue_event",
+    "enqueue_message",
+    "get_message",
+    "list_messages",
+    "prune",
+    "recover",
+    "redeliver",
+]
+
+NOTIFY_CHANNEL = "frontdoor_webhooks"
+MessageState = Literal["pending", "delivered", "exhausted", "aborted"]
+Purpose = Literal["event", "perform"]
+_SENDABLE = frozenset({*EVENT_TYPES, PERFORM})
+_COLUMNS = ("id, tenant_id, endpoint_id, event_type, body, purpose, operation_id, state, attempts, next_attempt_at,"
+            " created_at, delivered_at, last_status")
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True):
+    """One outbox row.
+
+    Attributes:
+        id: ``msg_...``, sent as ``webhook-id``.
+        body: The exact JSON text sent.
+        purpose: ``event`` (a subscription) or ``perform`` (the perform webhook).
+        operation_id: The operation a message is about, when it is about one.
+        attempts: Attempts claimed so far.
+        next_attempt_at: When the next attempt is due; None once finished.
+        last_status: HTTP status of the latest attempt, None when it got no answer.
+    """
+
+    id: str
+    tenant_id: str
+    endpoint_id: str
+    event_type: str
+    body: str
+    purpose: str
+    operation_id: str | None
+    state: str
+    attempts: int
+    next_attempt_at: datetime | None
+    created_at: datetime
+    delivered_at: datetime | None
+    last_status: int | None
+
+
+def _message(row: asyncpg.Record) -> Message:
+    return Message(**dict(row))
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def build_body(event_type: str, data: dict[str, Any], now: datetime) -> str:
+    """The JSON text of a message: ``{"type", "timestamp", "data"}``, compact, UTC ``Z`` time."""
+    return msgspec.json.encode({"type": event_type, "timestamp": _iso(now), "data": data}).decode("utf-8")
+
+
+async def enqueue_message(
+    conn: asyncpg.Connection,
+    tenant_id: str,
+    endpoint_id: str,
+    event_type: str,
+    data: dict[str, Any],
+    *,
+    purpose: Purpose,
+    operation_id: str | None = None,
+    now: datetime,
+) -> str:
+    """Write one pending message for one endpoint, due at ``now``, in the caller's transaction.
+
+    Args:
+        tenant_id: The tenant owning the endpoint.
+        endpoint_id: The receiving endpoint (any state; a disabled one's messages wait).
+        event_type: A catalogue type, or ``operation.perform``.
+        data: The event's payload: identifiers and facts, never a token or secret.
+        purpose: ``event`` or ``perform``.
+        operation_id: The operation this is about, if any (the ledger finds it by this).
+        now: The message's time (body ``timestamp`` and first due time).
+
+    Returns:
+        The message ID.
+
+    Raises:
+        Invalid: ``invalid_event_type``, or the purpose does not fit the type.
+        NotFound: No such endpoint for this tenant.
+    """
+    if event_type not in _SENDABLE:
+        raise Invalid("invalid_event_type", "Unknown webhook event type.", fields={"event_type": "unknown"})
+    if (purpose == "perform") != (event_type == PERFORM):
+        raise Invalid("invalid_purpose", "operation.perform, and only it, has the purpose perform.")
+    message_id = new_id("msg")
+    try:
+        await conn.execute(
+            "INSERT INTO webhook_messages (tenant_id, id, endpoint_id, event_type, body, purpose, operation_id,"
+            " next_attempt_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)",
+            tenant_id, message_id, endpoint_id, event_type, build_body(event_type, data, now), purpose,
+            operation_id, now,
+        )
+    except asyncpg.ForeignKeyViolationError:
+        raise NotFound("webhook_endpoint_not_found", "No such webhook endpoint.") from None
+    await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, message_id)
+    return message_id
+
+
+async def enqueue_event(
+    conn: asyncpg.Connection,
+    tenant_id: str,
+    event_type: str,
+    data: dict[str, Any],
+    now: datetime,
+    *,
+    exclude_endpoint: str | None = None,
+) -> list[str]:
+    """Write one message per endpoint of the tenant subscribed to ``event_type``.
+
+    Disabled endpoints get theirs too: they wait until it is enabled again.
+
+    Args:
+        exclude_endpoint: An endpoint not to notify (the one an ``endpoint.disabled``
+            or ``delivery.exhausted`` event is about).
+
+    Returns:
+        The message IDs, one per subscribed endpoint (none without subscribers).
+
+    Raises:
+        Invalid: ``event_type`` is not in the catalogue.
+    """
+    if event_type not in EVENT_TYPES:
+        raise Invalid("invalid_event_type", "Unknown webhook event type.", fields={"event_type": "unknown"})
+    endpoint_ids = await conn.fetch(
+        "SELECT id FROM webhook_endpoints WHERE tenant_id = $1 AND event_types @> ARRAY[$2::text]"
+        " AND ($3::text IS NULL OR id <> $3) ORDER BY id",
+        tenant_id, event_type, exclude_endpoint,
+    )
+    return [await enqueue_message(conn, tenant_id, r["id"], event_type, data, purpose="event", now=now)
+            for r in endpoint_ids]
+
+
+async def get_message(conn: asyncpg.Connection, tenant_id: str, message_id: str) -> Message:
+    """The message by ID.
+
+    Raises:
+        NotFound: ``webhook_message_not_found`` (also for another tenant's message).
+    """
+    row = await conn.fetchrow(f"SELECT {_COLUMNS} FROM webhook_messages WHERE tenant_id = $1 AND id = $2",  # noqa: S608
+                              tenant_id, message_id)
+    if row is None:
+        raise NotFound("webhook_message_not_found", "No such webhook message.")
+    return _message(row)
+
+
+async def list_messages(conn: asyncpg.Connection, tenant_id: str, *, endpoint_id: str | None = None,
+                        state: str | None = None, before: str | None = None, limit: int = 50) -> list[Message]:
+    """Newest first; ``before`` is the last ID of the previous page."""
+    rows = await conn.fetch(
+        f"SELECT {_COLUMNS} FROM webhook_messages WHERE tenant_id = $1"  # noqa: S608
+        " AND ($2::text IS NULL OR endpoint_id = $2) AND ($3::text IS NULL OR state = $3)"
+        " AND ($4::text IS NULL OR id < $4) ORDER BY id DESC LIMIT $5",
+        tenant_id, endpoint_id, state, before, min(max(limit, 1), 500),
+    )
+    return [_message(r) for r in rows]
+
+
+async def redeliver(conn: asyncpg.Connection, actor: Actor, message_id: str, *, now: datetime) -> Message:
+    """Send a message again, whatever its state, with the same ``webhook-id``.
+
+    It becomes pending, due at ``now``, with a fresh schedule. A lease held by a
+    process sending it right now is respected (claims wait for it).
+
+    Raises:
+        NotFound: No such message for this tenant.
+    """
+    row = await conn.fetchrow(
+        "UPDATE webhook_messages SET state = 'pending', attempts = 0, next_attempt_at = $3"  # noqa: S608
+        " WHERE tenant_id = $1 AND id = $2 RETURNING " + _COLUMNS,
+        actor.tenant_id, message_id, now,
+    )
+    if row is None:
+        raise NotFound("webhook_message_not_found", "No such webhook message.")
+    await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, message_id)
+    await audit.record(conn, actor, "webhook_message.redelivered", target_type="webhook_message",
+                       target_id=message_id, at=now)
+    return _message(row)
+
+
+async def recover(conn: asyncpg.Connection, actor: Actor, endpoint_id: str, *, since: datetime,
+                  now: datetime) -> int:
+    """Queue again every exhausted or aborted message of an endpoint created since ``since``.
+
+    For after an outage the company has fixed. Messages keep their IDs.
+
+    Returns:
+        How many messages were queued again.
+
+    Raises:
+        NotFound: No such endpoint for this tenant.
+    """
+    found = await conn.fetchval("SELECT id FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2",
+                                actor.tenant_id, endpoint_id)
+    if found is None:
+        raise NotFound("webhook_endpoint_not_found", "No such webhook endpoint.")
+    ids = await conn.fetch(
+        "UPDATE webhook_messages SET state = 'pending', attempts = 0, next_attempt_at = $4"
+        " WHERE tenant_id = $1 AND endpoint_id = $2 AND created_at >= $3 AND state IN ('exhausted', 'aborted')"
+        " RETURNING id",
+        actor.tenant_id, endpoint_id, since, now,
+    )
+    await audit.record(conn, actor, "webhook_endpoint.recovered", target_type="webhook_endpoint",
+                       target_id=endpoint_id, details={"since": _iso(since), "messages": len(ids)}, at=now)
+    if ids:
+        await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, ids[0]["id"])
+    return len(ids)
+
+
+async def prune(conn: asyncpg.Connection, now: datetime, retention: timedelta, *, limit: int = 10_000) -> int:
+    """Delete finished messages (and their attempts) older than ``retention``, all tenants.
+
+    A maintenance job: pending messages are never pruned. At most ``limit`` per call,
+    so a large backlog is cleared in several short transactions.
+
+    Returns:
+        How many messages were deleted.
+    """
+    deleted = await conn.fetchval(
+        "WITH gone AS (DELETE FROM webhook_messages WHERE (tenant_id, id) IN ("
+        " SELECT tenant_id, id FROM webhook_messages WHERE state <> 'pending' AND created_at < $1 LIMIT $2)"
+        " RETURNING 1) SELECT count(*) FROM gone",
+        now - retention, limit,
+    )
+    return int(deleted)

@@ -1,0 +1,94 @@
+"""How a delivery reaches the network: the `Sender` protocol and its SSRF-safe implementation.
+
+The delivery engine depends only on `Sender`, so tests and other transports can stand
+in. `SafeSender` goes through `frontdoor_core.outbound.SafeFetcher`: HTTPS only, public
+addresses only (checked on the address connected to), no redirects, bounded time and
+bytes. Failures without an answer become a `SendError` carrying an `ErrorClass`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+import msgspec
+from frontdoor_core.outbound import FetchError, FetchErrorCode, SafeFetcher
+
+from .delivery_outcome import ErrorClass
+
+__all__ = ["RESPONSE_LIMIT", "SafeSender", "SendError", "Sender", "SenderResponse"]
+
+RESPONSE_LIMIT = 64 * 1024
+"""Most response body bytes kept (enough for a perform webhook's JSON answer)."""
+
+_ERROR_CLASSES = {
+    FetchErrorCode.TIMEOUT: ErrorClass.TIMEOUT,
+    FetchErrorCode.CONNECT_ERROR: ErrorClass.CONNECT,
+    FetchErrorCode.DNS_ERROR: ErrorClass.DNS,
+    FetchErrorCode.TLS_ERROR: ErrorClass.TLS,
+    FetchErrorCode.BLOCKED_ADDRESS: ErrorClass.BLOCKED_ADDRESS,
+    FetchErrorCode.MIXED_ANSWERS: ErrorClass.BLOCKED_ADDRESS,
+    FetchErrorCode.NOT_HTTPS: ErrorClass.INVALID_URL,
+    FetchErrorCode.BAD_URL: ErrorClass.INVALID_URL,
+    FetchErrorCode.REDIRECT_NOT_HTTPS: ErrorClass.INVALID_URL,
+}
+
+
+class SenderResponse(msgspec.Struct, frozen=True, kw_only=True):
+    """The receiver's answer.
+
+    Attributes:
+        status: The HTTP status.
+        headers: Response headers, names lower-cased.
+        body: The first `RESPONSE_LIMIT` bytes of the body, as sent.
+    """
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+
+class SendError(Exception):
+    """No usable answer came back.
+
+    Attributes:
+        error_class: Why, as stored on the attempt.
+        detail: A sentence for the attempt row and logs; never the request's secrets.
+    """
+
+    def __init__(self, error_class: ErrorClass, detail: str) -> None:
+        super().__init__(f"{error_class.value}: {detail}")
+        self.error_class = error_class
+        self.detail = detail
+
+
+class Sender(Protocol):
+    """Posts one signed delivery."""
+
+    # The transport enforces ``timeout`` as one deadline over connect, TLS and every byte.
+    async def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> SenderResponse:  # noqa: ASYNC109
+        """POST ``body`` with ``headers`` to ``url`` within ``timeout`` seconds.
+
+        Returns:
+            The answer, whatever its status.
+
+        Raises:
+            SendError: No answer (timeout, connect, TLS, refused address...).
+        """
+        ...
+
+
+class SafeSender:
+    """`Sender` over `SafeFetcher`: the production transport."""
+
+    def __init__(self, fetcher: SafeFetcher) -> None:
+        """Wrap a fetcher (its policy decides HTTPS, loopback and allowlist rules)."""
+        self._fetcher = fetcher
+
+    async def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> SenderResponse:  # noqa: ASYNC109
+        """See `Sender.post`."""
+        try:
+            result = await self._fetcher.post(url, body, headers=headers, timeout=timeout, max_bytes=RESPONSE_LIMIT)
+        except FetchError as exc:
+            raise SendError(_ERROR_CLASSES.get(exc.code, ErrorClass.INVALID_RESPONSE), exc.message) from None
+        return SenderResponse(status=result.status, headers=result.headers, body=result.body)

@@ -1,0 +1,277 @@
+"""Operation kinds, webhook endpoints and the operations ledger in the management API.
+
+``/api/v1/operation-kinds``: what agents may be asked to confirm and which endpoint performs it;
+``/api/v1/webhook-endpoints``: where Frontdoor calls the company (secrets shown once, rotation,
+enable/disable, messages and their attempts, redeliver, recover);
+``/api/v1/operations``: the ledger, read-only (the company's servers use the ledger API).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import msgspec
+from frontdoor_core.db import transaction
+from frontdoor_core.errors import Invalid, NotFound
+from frontdoor_operations import kinds as op_kinds
+from frontdoor_operations import ledger
+from frontdoor_operations.kinds import Kind, KindInput
+from frontdoor_operations.ledger import ListFilters
+from frontdoor_tenancy.actor import Actor
+from frontdoor_webhooks import endpoints as wh
+from frontdoor_webhooks import messages as wh_messages
+from frontdoor_webhooks.endpoints import Endpoint
+from litestar import delete, get, post, put
+from litestar.datastructures import State
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody, Parameter
+
+from .deps import ctx_of, require_writer
+from .problems import PROBLEMS
+
+__all__ = ["operations_endpoint", "routes"]
+
+
+async def operations_endpoint(conn: Any, settings: Any, tenant_id: str) -> str | None:
+    """The tenant's operations endpoint at the ledger, when it has operation kinds (for poppy.json)."""
+    if not await op_kinds.has_kinds(conn, tenant_id):
+        return None
+    slug = await conn.fetchval("SELECT slug FROM tenants WHERE id = $1", tenant_id)
+    return f"{settings.ledger_base_url}/{slug}/operations"
+
+
+class KindList(msgspec.Struct, frozen=True, kw_only=True):
+    data: list[Kind]
+
+
+@get("/api/v1/operation-kinds", tags=["operations"], summary="Every operation kind", responses=PROBLEMS)
+async def kinds_list(actor: NamedDependency[Actor], state: State) -> KindList:
+    async with ctx_of(state).pool.acquire() as conn:
+        return KindList(data=await op_kinds.list_kinds(conn, actor.tenant_id))
+
+
+@put("/api/v1/operation-kinds/{name:str}", tags=["operations"], summary="Create or replace an operation kind",
+     responses=PROBLEMS, status_code=200,
+     description="The scopes a confirm needs, default and maximum expiry (seconds), the webhook endpoint that "
+                 "performs it, and optionally an endpoint asked for current terms at confirm time.")
+async def kinds_put(name: FromPath[str], data: JSONBody[KindInput], actor: NamedDependency[Actor],
+                    state: State) -> Kind:
+    require_writer(actor)
+    ctx = ctx_of(state)
+    async with ctx.pool.acquire() as conn:
+        return await op_kinds.put_kind(conn, actor, name, data, now=ctx.now())
+
+
+@delete("/api/v1/operation-kinds/{name:str}", tags=["operations"], summary="Delete an unused operation kind",
+        responses=PROBLEMS, status_code=204)
+async def kinds_delete(name: FromPath[str], actor: NamedDependency[Actor], state: State) -> None:
+    require_writer(actor)
+    ctx = ctx_of(state)
+    async with ctx.pool.acquire() as conn:
+        await op_kinds.delete_kind(conn, actor, name, now=ctx.now())
+
+
+# --- webhook endpoints --------------------------------------------------------------------
+
+
+class EndpointIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    url: str
+    description: str = ""
+    event_types: list[str] = msgspec.field(default_factory=list)
+    rate_limit_per_second: int | None = None
+
+
+class EndpointPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    url: str | msgspec.UnsetType = msgspec.UNSET
+    description: str | msgspec.UnsetType = msgspec.UNSET
+    event_types: list[str] | msgspec.UnsetType = msgspec.UNSET
+    rate_limit_per_second: int | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class EndpointCreated(msgspec.Struct, frozen=True, kw_only=True):
+    endpoint: Endpoint
+    secret: str
+
+
+class EndpointList(msgspec.Struct, frozen=True, kw_only=True):
+    data: list[Endpoint]
+
+
+class RotateIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    overlap_seconds: int | None = None
+
+
+class SecretOut(msgspec.Struct, frozen=True, kw_only=True):
+    secret: str
+
+
+@post("/api/v1/webhook-endpoints", tags=["webhooks"], summary="Add a webhook endpoint", responses=PROBLEMS,
+      status_code=201, description="Answers the endpoint and its whsec_ signing secret, shown this once.")
+async def endpoints_create(data: JSONBody[EndpointIn], actor: NamedDependency[Actor], state: State) -> EndpointCreated:
+    require_writer(actor)
+    ctx = ctx_of(state)
+    async with transaction(ctx.pool) as conn:
+        created = await wh.create_endpoint(conn, actor, url=data.url, kek=ctx.kek, now=ctx.now(),
+                                           description=data.description, event_types=data.event_types,
+                                           rate_limit_per_second=data.rate_limit_per_second,
+                                           allow_insecure=ctx.settings.is_dev)
+    return EndpointCreated(endpoint=created.endpoint, secret=created.secret)
+
+
+@get("/api/v1/webhook-endpoints", tags=["webhooks"], summary="Every webhook endpoint", responses=PROBLEMS)
+async def endpoints_list(actor: NamedDependency[Actor], state: State) -> EndpointList:
+    async with ctx_of(state).pool.acquire() as conn:
+        return EndpointList(data=await wh.list_endpoints(conn, actor.tenant_id))
+
+
+@get("/api/v1/webhook-endpoints/{endpoint_id:str}", tags=["webhooks"], summary="One webhook endpoint",
+     responses=PROBLEMS)
+async def endpoints_get(endpoint_id: FromPath[str], actor: NamedDependency[Actor], state: State) -> Endpoint:
+    async with ctx_of(state).pool.acquire() as conn:
+        return await wh.get_endpoint(conn, actor.tenant_id, endpoint_id)
+
+
+@post("/api/v1/webhook-endpoints/{endpoint_id:str}", tags=["webhooks"], summary="Change a webhook endpoint",
+      responses=PROBLEMS, status_code=200)
+async def endpoints_update(endpoint_id: FromPath[str], data: JSONBody[EndpointPatch], actor: NamedDependency[Actor],
+                           state: State) -> Endpoint:
+    require_writer(actor)
+    ctx = ctx_of(state)
+    async with transaction(ctx.pool) as conn:
+        return await wh.update_endpoint(conn, actor, endpoint_id, now=ctx.now(), url=data.url,
+                                        description=data.description, event_types=data.event_types,
+                                        rate_limit_per_second=data.rate_limit_per_second,
+                                        allow_insecure=ctx.settings.is_dev)
+
+
+@delete("/api/v1/webhook-endpoints/{endpoint_id:str}", tags=["webhooks"], summary="Delete a webhook endpoint",
+        responses=PROBLEMS, status_code=204)
+async def endpoints_delete(endpoint_id: FromPath[str], actor: NamedDependency[Actor], state: State) -> None:
+    require_writer(actor)
+    ctx = ctx_of(state)
+    async with transaction(ctx.pool) as conn:
+        await wh.delete_endpoint(conn, actor, endpoint_id, now=ctx.now())
+
+
+@post("/api/v1/webhook-endpoints/{endpoint_id:str}/rotate-secret", tags=["webhooks"], responses=PROBLEMS,
+      status_code=200, summary="Rotate the signing secret",
+      description="Answers the new secret, shown this once. The old one keeps signing beside it for "
+                  "overlap_seconds (default FRONTDOOR_WEBHOOK_SECRET_OVERLAP).")
+async def endpoints_rotate(endpoint_id: FromPath[str], actor: NamedDependency[Actor], state: State,
+                           data: JSONBody[RotateIn] | None = None) -> SecretOut:
+    require_writer(actor)
+    ctx = ctx_of(state)
+    overlap = (timedelta(seconds=data.overlap_seconds) if data is not None and data.overlap_seconds is not None
+               else ctx.settings.webhook_secret_overlap)
+    async with transaction(ctx.pool) as conn:
+        secret = await wh.rotate_secret(conn, actor, endpoint_id, kek=ctx.kek, now=ctx.now(), overlap=overlap)
+    return SecretOut(secret=secret)
+
+
+@post("/api/v1/webhook-endpoints/{endpoint_id:str}/enable", tags=["webhooks"], responses=PROBLEMS,
+      status_code=200, summary="Enable (re-enable) an endpoint; its waiting messages are sent")
+async def endpoints_enable(endpoint_id: FromPath[str], actor: NamedDependency[Actor], state: State) -> Endpoint:
+    require_writer(actor)
+    ctx = ctx_of(state)
+    async with transaction(ctx.pool) as conn:
+        return await wh.enable_endpoint(conn, actor, endpoint_id, now=ctx.now())
+
+
+@post("/api/v1/webhook-endpoints/{endpoint_id:str}/disable", tags=["webhooks"], responses=PROBLEMS,
+      status_code=200, summary="Disable an endpoint; its messages wait")
+async def endpoints_disable(endpoint_id: FromPath[str], actor: NamedDependency[Actor], state: State) -> Endpoint:
+    require_writer(actor)
+    ctx = ctx_of(state)
+    async with transaction(ctx.pool) as conn:
+        return await wh.disable_endpoint(conn, actor, endpoint_id, reason="manual", now=ctx.now())
+
+
+class MessageList(msgspec.Struct, frozen=True, kw_only=True):
+    data: list[Any]
+
+
+@get("/api/v1/webhook-endpoints/{endpoint_id:str}/messages", tags=["webhooks"], responses=PROBLEMS,
+     summary="The endpoint's messages, newest first")
+async def endpoint_messages(endpoint_id: FromPath[str], actor: NamedDependency[Actor], state: State,
+                            limit: int = Parameter(default=50, ge=1, le=200)) -> MessageList:
+    async with ctx_of(state).pool.acquire() as conn:
+        await wh.get_endpoint(conn, actor.tenant_id, endpoint_id)
+        found = await wh_messages.list_messages(conn, actor.tenant_id, endpoint_id=endpoint_id, limit=limit)
+    return MessageList(data=[msgspec.to_builtins(m) for m in found])
+
+
+@post("/api/v1/webhook-messages/{message_id:str}/redeliver", tags=["webhooks"], responses=PROBLEMS,
+      status_code=200, summary="Send a message again (same webhook-id)")
+async def message_redeliver(message_id: FromPath[str], actor: NamedDependency[Actor], state: State) -> Any:
+    require_writer(actor)
+    ctx = ctx_of(state)
+    async with transaction(ctx.pool) as conn:
+        return msgspec.to_builtins(await wh_messages.redeliver(conn, actor, message_id, now=ctx.now()))
+
+
+class RecoverIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    since: datetime
+
+
+class RecoverOut(msgspec.Struct, frozen=True, kw_only=True):
+    requeued: int
+
+
+@post("/api/v1/webhook-endpoints/{endpoint_id:str}/recover", tags=["webhooks"], responses=PROBLEMS,
+      status_code=200, summary="Send again every failed message of the endpoint since a time")
+async def endpoint_recover(endpoint_id: FromPath[str], data: JSONBody[RecoverIn], actor: NamedDependency[Actor],
+                           state: State) -> RecoverOut:
+    require_writer(actor)
+    ctx = ctx_of(state)
+    if data.since.tzinfo is None:
+        raise Invalid("invalid_since", "since must include a timezone.", fields={"since": "needs a timezone"})
+    async with transaction(ctx.pool) as conn:
+        count = await wh_messages.recover(conn, actor, endpoint_id, since=data.since, now=ctx.now())
+    return RecoverOut(requeued=count)
+
+
+# --- operations (read-only) -------------------------------------------------------------
+
+
+class OperationList(msgspec.Struct, frozen=True, kw_only=True):
+    data: list[dict[str, Any]]
+
+
+def _admin_view(op: ledger.Operation) -> dict[str, Any]:
+    return {"operation": ledger.to_wire(op), "kind": op.kind, "client_id": op.client_id, "user_id": op.user_id,
+            "account": op.account_id, "confirmed_via": op.confirmed_via, "needs_attention": op.attention is not None,
+            "attention_reason": op.attention,
+            "perform_message_id": op.perform_message_id, "created_at": op.created_at.isoformat(),
+            "updated_at": op.updated_at.isoformat()}
+
+
+@get("/api/v1/operations", tags=["operations"], responses=PROBLEMS, summary="The operations ledger, newest first")
+async def operations_list(actor: NamedDependency[Actor], state: State, *,
+                          state_filter: str | None = Parameter(query="state", default=None),
+                          kind: str | None = Parameter(default=None),
+                          account: str | None = Parameter(default=None),
+                          client_id: str | None = Parameter(default=None),
+                          needs_attention: bool | None = Parameter(default=None),
+                          limit: int = Parameter(default=50, ge=1, le=200)) -> OperationList:
+    filters = ListFilters(state=state_filter, kind=kind, account=account, client_id=client_id,
+                          attention=needs_attention)
+    async with ctx_of(state).pool.acquire() as conn:
+        found = await ledger.list_operations(conn, actor.tenant_id, filters, limit=limit)
+    return OperationList(data=[_admin_view(op) for op in found])
+
+
+@get("/api/v1/operations/{operation_id:str}", tags=["operations"], responses=PROBLEMS,
+     summary="One operation with every revision")
+async def operations_get(operation_id: FromPath[str], actor: NamedDependency[Actor], state: State) -> dict[str, Any]:
+    async with ctx_of(state).pool.acquire() as conn:
+        op = await ledger.get_operation(conn, actor.tenant_id, operation_id)
+        if op is None:
+            raise NotFound("operation_not_found", "No such operation.")
+        revisions = await ledger.revisions(conn, actor.tenant_id, operation_id)
+    return {**_admin_view(op), "revisions": [msgspec.to_builtins(r) for r in revisions]}
+
+
+routes = [kinds_list, kinds_put, kinds_delete, endpoints_create, endpoints_list, endpoints_get, endpoints_update,
+          endpoints_delete, endpoints_rotate, endpoints_enable, endpoints_disable, endpoint_messages,
+          message_redeliver, endpoint_recover, operations_list, operations_get]

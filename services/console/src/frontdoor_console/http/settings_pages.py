@@ -1,0 +1,194 @@
+"""The issuer settings page: sign-in types and scopes, custom scopes, Session lifetime, the
+login connection, DPoP nonces, rate limits; and signing-key rotation.
+
+Saving replaces the settings through the same validation as ``PUT /api/v1/issuer``,
+compare-and-set on the version the form was rendered from (someone else's change in
+between is a conflict, not a silent overwrite). Rotation asks for confirmation.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+import msgspec
+from frontdoor_core.db import transaction
+from frontdoor_core.errors import Conflict, Invalid
+from frontdoor_tenancy import audit, issuer_settings, signing_keys
+from frontdoor_tenancy.issuer_settings import IssuerSettings, LoginConnection, SignInType
+from litestar import Request, Response, get, post
+from litestar.datastructures import State
+from litestar.params import Parameter
+from litestar.response import Redirect, Template
+
+from .deps import ctx_of
+from .page import FORM, Console, confirm_page
+
+__all__ = ["routes"]
+
+_NOTICES = {
+    "saved": "Settings saved. The issuer metadata and poppy.json reflect them now.",
+    "rotated": "New signing key published. It signs after the lead time; the old one stays published meanwhile.",
+    "rotated_now": "New signing key signs now; every other key left the JWKS.",
+}
+_MAX_FORM_VALUES = 400
+
+
+def _int(form: dict[str, list[str]], name: str, errors: dict[str, str]) -> int:
+    raw = (form.get(name) or [""])[0].strip()
+    if not raw.isdigit() or len(raw) > 9:
+        errors[name] = "must be a whole number"
+        return 0
+    return int(raw)
+
+
+def _text(form: dict[str, list[str]], name: str) -> str:
+    return (form.get(name) or [""])[0].strip()
+
+
+def _custom_scopes(raw: str, errors: dict[str, str]) -> dict[str, str]:
+    """``scope: description`` per line (a scope may itself contain ``:``, as in ``orders:read``)."""
+    out: dict[str, str] = {}
+    for n, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
+        name, sep, desc = line.partition(": ")
+        if not sep or not name.strip():
+            errors["custom_scopes"] = f"line {n}: write 'scope: description'"
+            continue
+        out[name.strip()] = desc.strip()
+    return out
+
+
+def settings_from_form(current: IssuerSettings, form: dict[str, list[str]]) -> IssuerSettings:
+    """The settings the form describes, on top of what the form does not show (APIs, mediated...)."""
+    errors: dict[str, str] = {}
+    custom = _custom_scopes(_text(form, "custom_scopes"), errors)
+    login_url = _text(form, "login_url")
+    login: LoginConnection | None = current.login
+    if login_url:
+        jwks = _text(form, "login_jwks_uri") or None
+        keep_jwk = current.login.public_jwk if current.login and not jwks else None
+        login = LoginConnection(url=login_url, jwks_uri=jwks, public_jwk=keep_jwk)
+    else:
+        login = None
+    new = msgspec.structs.replace(
+        current,
+        organization_name=_text(form, "organization_name"),
+        direct=SignInType(enabled="direct_enabled" in form, scopes=list(dict.fromkeys(form.get("direct_scopes", [])))),
+        device=SignInType(enabled="device_enabled" in form, scopes=list(dict.fromkeys(form.get("device_scopes", [])))),
+        custom_scopes=custom,
+        session_lifetime_s=_int(form, "session_lifetime_s", errors),
+        dpop_nonce_required="dpop_nonce_required" in form,
+        sessions_per_agent_per_minute=_int(form, "sessions_per_agent_per_minute", errors),
+        token_requests_per_network_per_minute=_int(form, "token_requests_per_network_per_minute", errors),
+        login=login,
+    )
+    if errors:
+        raise Invalid("invalid_settings", "The issuer settings are not valid.", fields=errors)
+    return new
+
+
+class KeyView(msgspec.Struct, frozen=True, kw_only=True):
+    kid: str
+    created_at: datetime
+    activates_at: datetime
+    retired_at: datetime | None
+
+
+async def _page(console: Console, state: State, *, settings: IssuerSettings | None = None, version: int | None = None,
+                errors: dict[str, str] | None = None, error: str | None = None, notice: str | None = None,
+                status_code: int = 200) -> Template:
+    ctx = ctx_of(state)
+    async with ctx.pool.acquire() as conn:
+        stored = await issuer_settings.get_settings(conn, console.tenant.id)
+        keys = [KeyView(**dict(r)) for r in await conn.fetch(
+            "SELECT kid, created_at, activates_at, retired_at FROM signing_keys WHERE tenant_id = $1"
+            " ORDER BY created_at DESC", console.tenant.id)]
+        published = {k["kid"] for k in (await signing_keys.jwks(conn, console.tenant.id, ctx.now()))["keys"]}
+    shown = settings or stored.settings
+    return console.page(
+        "settings.html", nav="settings", s=shown, version=version or stored.version, updated_at=stored.updated_at,
+        scopes=shown.all_scopes(), custom_text="\n".join(f"{k}: {v}" for k, v in shown.custom_scopes.items()),
+        keys=keys, published=published, now=ctx.now(), issuer=ctx.issuer_url(console.tenant.slug),
+        errors=errors or {}, error=error, notice=notice, status_code=status_code,
+    )
+
+
+@get("/settings")
+async def settings_page(console: Console, state: State,
+                        notice: str | None = Parameter(default=None, max_length=40)) -> Template:
+    return await _page(console, state, notice=_NOTICES.get(notice or ""))
+
+
+@post("/settings")
+async def settings_save(console: Console, state: State, request: Request[Any, Any, Any]) -> Response[Any]:
+    console.require("write")
+    ctx = ctx_of(state)
+    raw = await request.form()
+    form: dict[str, list[str]] = {}
+    for key, value in list(raw.multi_items())[:_MAX_FORM_VALUES]:
+        if isinstance(value, str):
+            form.setdefault(key, []).append(value)
+    version_text = _text(form, "version")
+    version = int(version_text) if version_text.isdigit() and len(version_text) < 10 else None
+    async with ctx.pool.acquire() as conn:
+        current = (await issuer_settings.get_settings(conn, console.tenant.id)).settings
+    try:
+        wanted = settings_from_form(current, form)
+    except Invalid as exc:
+        return await _page(console, state, errors=exc.fields, error=exc.detail, status_code=422)
+    try:
+        clean = issuer_settings.validate_settings(wanted, dev=ctx.settings.is_dev)
+        async with transaction(ctx.pool) as conn:
+            stored = await issuer_settings.update_settings(conn, console.tenant.id, clean, if_version=version)
+            await audit.record(conn, console.actor, "issuer.settings_updated", target_type="tenant",
+                               target_id=console.tenant.id, details={"version": stored.version, "via": "dashboard"})
+    except Invalid as exc:
+        return await _page(console, state, settings=wanted, version=version, errors=exc.fields, error=exc.detail,
+                           status_code=422)
+    except Conflict as exc:
+        return await _page(console, state, error=exc.detail, status_code=409)
+    return Redirect("/settings?notice=saved", status_code=303)
+
+
+class RotateForm(msgspec.Struct, frozen=True, kw_only=True):
+    compromised: str = ""
+    confirm: str = ""
+
+
+def _rotate_confirm(console: Console, compromised: bool) -> Template:
+    if compromised:
+        message = ("The new key signs at once and every other key leaves the JWKS now: every token they signed "
+                   "stops verifying, so every agent must start a new Session. Use this only if a key leaked.")
+    else:
+        message = ("The new key is published now and starts signing after the lead time; the current key keeps "
+                   "verifying until everything it signed has expired. Nobody is signed out.")
+    return confirm_page(console, nav="settings", title="Rotate the signing key?", message=message,
+                        subject="Compromised: replace immediately" if compromised else "Scheduled rotation",
+                        action="/settings/rotate-key", button="Rotate key", cancel="/settings",
+                        danger=compromised, fields={"compromised": "yes" if compromised else ""})
+
+
+@get("/settings/rotate-key")
+async def rotate_confirm(console: Console, compromised: bool = Parameter(default=False)) -> Template:
+    return _rotate_confirm(console, compromised)
+
+
+@post("/settings/rotate-key")
+async def rotate(data: Annotated[RotateForm, FORM], console: Console, state: State) -> Response[Any]:
+    console.require("write")
+    compromised = data.compromised == "yes"
+    if data.confirm != "yes":
+        return _rotate_confirm(console, compromised)
+    ctx = ctx_of(state)
+    async with transaction(ctx.pool) as conn:
+        kid, at = await signing_keys.rotate_signing_key(conn, console.tenant.id, ctx.kek, ctx.now(),
+                                                        publish_lead=ctx.settings.key_publish_lead,
+                                                        compromised=compromised)
+        await audit.record(conn, console.actor, "signing_key.rotated", target_type="signing_key", target_id=kid,
+                           details={"activates_at": at.isoformat(), "compromised": compromised, "via": "dashboard"})
+    return Redirect(f"/settings?notice={'rotated_now' if compromised else 'rotated'}", status_code=303)
+
+
+routes: list[Any] = [settings_page, settings_save, rotate_confirm, rotate]

@@ -1,0 +1,156 @@
+"""The outbox relay: moves due webhook messages to the Celery workers.
+
+``python -m frontdoor_dispatcher.relay`` runs one loop:
+
+1. ``LISTEN frontdoor_webhooks``: every new message is announced by the transaction that
+   wrote it (``pg_notify`` commits with it), so the relay wakes at once: no fixed polling.
+2. Find due messages with ``FOR UPDATE SKIP LOCKED`` (several relays never take the same
+   rows), and send them to Celery in batches (``frontdoor.webhooks.deliver``).
+3. Sleep until the next notification or the next scheduled retry, whichever is first
+   (at most ``IDLE_WAKE`` seconds, the backstop for a lost notification or a restart).
+
+A message sent to Celery is not sent again by this relay for ``RESEND_AFTER`` seconds;
+after that (a worker died before claiming it) it is relayed again. The delivery engine's
+claim makes a duplicate harmless, and PostgreSQL remains the record: a Redis or relay
+restart loses nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import asyncpg
+import structlog
+from frontdoor_core.logging import configure_logging
+from frontdoor_core.settings import Settings
+from frontdoor_webhooks.delivery import due_messages
+from frontdoor_webhooks.messages import NOTIFY_CHANNEL
+
+__all__ = ["Relay", "main"]
+
+_log = structlog.get_logger("frontdoor.relay")
+BATCH: Final = 50
+RESEND_AFTER: Final = 30.0
+IDLE_WAKE: Final = 1.0
+
+
+class Relay:
+    """The loop; ``send(batch)`` hands a batch of message IDs to the workers."""
+
+    def __init__(self, database_url: str, send: Callable[[list[str]], Any], *, batch: int = BATCH,
+                 idle_wake: float = IDLE_WAKE, heartbeat: Path | None = None) -> None:
+        self._database_url = database_url
+        self._send = send
+        self._batch = batch
+        self._idle_wake = idle_wake
+        self._wake = asyncio.Event()
+        self._sent: dict[str, float] = {}
+        self._stopping = asyncio.Event()
+        self._heartbeat = heartbeat
+        self._beat_at = 0.0
+        self.relayed = 0
+
+    def _beat(self) -> None:
+        """Touch the heartbeat file (at most every 5 s): the container's healthcheck reads its age."""
+        if self._heartbeat is not None and time.monotonic() - self._beat_at > 5.0:
+            self._beat_at = time.monotonic()
+            with contextlib.suppress(OSError):
+                self._heartbeat.touch()
+
+    def stop(self) -> None:
+        """Finish the current pass and return from :meth:`run`."""
+        self._stopping.set()
+        self._wake.set()
+
+    def _notified(self, *_: Any) -> None:
+        self._wake.set()
+
+    async def _pass(self, conn: asyncpg.Connection) -> int:
+        now_mono = time.monotonic()
+        self._sent = {k: v for k, v in self._sent.items() if now_mono - v < RESEND_AFTER}
+        moved = 0
+        while True:
+            async with conn.transaction():
+                due = await due_messages(conn, datetime.now(UTC), limit=self._batch * 4)
+                fresh = [m for m in due if m not in self._sent]
+                for start in range(0, len(fresh), self._batch):
+                    chunk = fresh[start:start + self._batch]
+                    self._send(chunk)
+                    for m in chunk:
+                        self._sent[m] = now_mono
+                moved += len(fresh)
+            if len(due) < self._batch * 4 or not fresh:
+                return moved
+
+    async def _next_due_in(self, conn: asyncpg.Connection) -> float:
+        seconds = await conn.fetchval(
+            "SELECT extract(epoch FROM (min(next_attempt_at) - now())) FROM webhook_messages"
+            " WHERE state = 'pending' AND next_attempt_at > now()")
+        return self._idle_wake if seconds is None else max(0.0, min(float(seconds), self._idle_wake))
+
+    async def run(self) -> None:
+        """Relay until :meth:`stop`; reconnects after a PostgreSQL outage."""
+        while not self._stopping.is_set():
+            try:
+                conn = await asyncpg.connect(self._database_url)
+            except (OSError, asyncpg.PostgresError):
+                _log.warning("relay_db_unavailable")
+                await asyncio.sleep(1.0)
+                continue
+            try:
+                await conn.add_listener(NOTIFY_CHANNEL, self._notified)
+                while not self._stopping.is_set():
+                    self._wake.clear()
+                    self._beat()
+                    moved = await self._pass(conn)
+                    self.relayed += moved
+                    if moved:
+                        continue
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), timeout=await self._next_due_in(conn))
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                _log.warning("relay_db_connection_lost")
+                await asyncio.sleep(0.5)
+            finally:
+                if not conn.is_closed():
+                    await conn.close()
+
+
+def celery_sender() -> Callable[[list[str]], Any]:
+    """Send batches with the Celery app (imported here: the app reads settings at import)."""
+    from .tasks.webhooks import deliver
+
+    def send(batch: Sequence[str]) -> None:
+        deliver.apply_async(args=[list(batch)])
+
+    return send
+
+
+def main(settings: Settings | None = None) -> None:
+    """Run the relay in the foreground until SIGTERM or SIGINT."""
+    from .settings import load
+
+    s = settings or load()
+    configure_logging(level=s.log_level, fmt=s.log_format)
+    relay = Relay(s.database_url, celery_sender(), heartbeat=Path(s.data_dir) / "relay-heartbeat")
+
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, relay.stop)
+        _log.info("relay_started")
+        await relay.run()
+        _log.info("relay_stopped", relayed=relay.relayed)
+
+    asyncio.run(go())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""One event loop, pool and Redis client per worker process, made on first use.
+
+Delivery tasks run often and briefly: opening a pool per task would cost more than the
+delivery. Celery's prefork children each build their own after the fork.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import asyncpg
+import redis.asyncio as aioredis
+from frontdoor_core.db import create_pool
+from frontdoor_core.outbound import OutboundPolicy, SafeFetcher
+from frontdoor_core.redis_client import create_redis
+from frontdoor_core.settings import Settings
+from frontdoor_tenancy.credentials import Kek
+from frontdoor_webhooks.delivery_policy import DeliveryPolicy
+from frontdoor_webhooks.sender import SafeSender
+
+__all__ = ["WorkerRuntime", "run"]
+
+T = TypeVar("T")
+
+
+@dataclass
+class WorkerRuntime:
+    """What delivery needs in one worker process."""
+
+    settings: Settings
+    pool: asyncpg.Pool
+    redis: aioredis.Redis
+    sender: SafeSender
+    kek: Kek
+    policy: DeliveryPolicy
+
+
+class _Process:
+    """This process's loop and runtime; rebuilt in a forked child."""
+
+    loop: asyncio.AbstractEventLoop | None = None
+    runtime: WorkerRuntime | None = None
+    pid: int | None = None
+
+
+def _ensure_loop() -> asyncio.AbstractEventLoop:
+    if _Process.loop is None or _Process.pid != os.getpid():
+        _Process.loop = asyncio.new_event_loop()
+        _Process.runtime = None
+        _Process.pid = os.getpid()
+    return _Process.loop
+
+
+async def runtime(settings: Settings) -> WorkerRuntime:
+    """The process's runtime (created in the process's loop on first use)."""
+    if _Process.runtime is None:
+        pool = await create_pool(settings.database_url, min_size=1, max_size=settings.db_pool_max)
+        fetcher = SafeFetcher(OutboundPolicy(allow_http_loopback=settings.is_dev, allowlist=settings.allowlist()))
+        _Process.runtime = WorkerRuntime(settings=settings, pool=pool, redis=create_redis(settings.redis_url),
+                                 sender=SafeSender(fetcher), kek=Kek.from_env_value(settings.kek),
+                                 policy=DeliveryPolicy.from_settings(settings))
+    return _Process.runtime
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion on this process's persistent loop."""
+    return _ensure_loop().run_until_complete(coro)

@@ -1,0 +1,1 @@
+"""The operations endpoint agents use and the ledger API companies use."""

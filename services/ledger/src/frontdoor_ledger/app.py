@@ -1,0 +1,96 @@
+"""The ledger: the operations endpoint agents call and the ledger API companies call.
+
+Both live under ``{ledger}/{slug}``: ``/operations/{id}`` (+ ``/confirm``, ``/cancel``) for
+agents, ``/v1/operations`` for the company's servers. A winning confirm's perform webhook
+is attempted at once from this process (the fast path, bounded by
+``FRONTDOOR_CONFIRM_WAIT``); the dispatcher's relay retries whatever this process did not
+finish, so a crash here loses nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from frontdoor_core.clock import Clock
+from frontdoor_core.logging import configure_logging
+from frontdoor_core.outbound import OutboundPolicy, SafeFetcher
+from frontdoor_core.runtime import Runtime
+from frontdoor_core.settings import Settings
+from frontdoor_core.telemetry import configure_tracing
+from frontdoor_httpkit import RequestIdMiddleware, SecurityHeadersMiddleware, TracingMiddleware, health_routes
+from frontdoor_identity import AgentDirectory
+from frontdoor_operations.settled import OutcomeWaiters
+from frontdoor_sessions import IssuerKeys
+from frontdoor_sessions.replay_cache import ReplayCache
+from frontdoor_tenancy.credentials.key_encryption import Kek
+from litestar import Litestar, Request, Response
+from litestar.exceptions import HTTPException, NotFoundException
+
+from .context import LedgerContext
+from .http import agent_operations, company_api
+from .performer import Performer
+
+__all__ = ["create_app"]
+
+
+def _error(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, str]]:
+    headers = {"Cache-Control": "no-store"}
+    if isinstance(exc, NotFoundException):
+        return Response({"error": "not_found", "error_description": "No such resource."}, status_code=404,
+                        headers=headers)
+    if isinstance(exc, HTTPException) and exc.status_code < 500:
+        return Response({"error": "invalid_request", "error_description": "The request is not valid."},
+                        status_code=exc.status_code, headers=headers)
+    import structlog
+
+    structlog.get_logger("frontdoor.ledger").error("unhandled_exception", exc_info=exc)
+    return Response({"error": "server_error", "error_description": "Something went wrong on our side."},
+                    status_code=500, headers=headers)
+
+
+def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any = None,
+               runtime: Runtime | None = None) -> Litestar:
+    """Build the ledger app.
+
+    Args:
+        settings: The shared settings.
+        clock: Injected time (tests).
+        fetcher: The outbound client for agents' metadata and the companies' webhooks
+            (default: the SSRF-safe one).
+        runtime: A test's own pool and Redis (not closed here).
+    """
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        rt = runtime or await Runtime.open(settings, clock=clock)
+        the_fetcher = fetcher or SafeFetcher(OutboundPolicy(allow_http_loopback=settings.is_dev,
+                                                           allowlist=settings.allowlist()))
+        waiters = OutcomeWaiters(rt.redis)
+        await waiters.start()
+        kek = Kek.from_env_value(settings.kek)
+        ctx = LedgerContext(runtime=rt, keys=IssuerKeys(kek), replay=ReplayCache(rt.redis),
+                            directory=AgentDirectory(the_fetcher, rt.clock), waiters=waiters)
+        ctx.performer = Performer(ctx, fetcher=the_fetcher, kek=kek)
+        app.state.ctx = ctx
+        try:
+            yield
+        finally:
+            await ctx.performer.close()
+            await waiters.stop()
+            if runtime is None:
+                await rt.close()
+
+    configure_logging(level=settings.log_level, fmt=settings.log_format)
+    configure_tracing("frontdoor-ledger", otlp_endpoint=settings.otel_exporter_otlp_endpoint)
+    return Litestar(
+        route_handlers=[*health_routes("ledger"), *agent_operations.routes, *company_api.routes],
+        lifespan=[lifespan],
+        exception_handlers={HTTPException: _error, Exception: _error},
+        middleware=[RequestIdMiddleware, TracingMiddleware,
+                    lambda app: SecurityHeadersMiddleware(app, hsts=not settings.is_dev)],
+        request_max_body_size=settings.max_body_bytes,
+        openapi_config=None,
+        debug=False,
+    )

@@ -1,0 +1,169 @@
+"""The operations endpoint agents call (Operations extension v1, §5–§6).
+
+``GET {endpoint}/{id}``, ``POST {endpoint}/{id}/confirm`` ``{revision, approved_by}`` and
+``POST {endpoint}/{id}/cancel``, where ``{endpoint}`` is ``{ledger}/{slug}/operations``,
+each with the agent's DPoP-bound Session Token.
+
+- Another user's operation and an unknown one are the same ``404 operation_not_found``;
+  an account's operation in a signed-out Session is ``403 sign_in_required`` (OPS-3.2-01).
+- Only the latest revision can be confirmed (``409 terms_changed`` with the current
+  operation, OPS-3.1-01); a standing permission cannot confirm a revision needing the
+  user's own approval (``403 user_approval_required``, OPS-5.1-05); the kind's scopes are
+  needed (``403 insufficient_scope`` with ``scope``).
+- A confirm or cancel of an operation no longer ``proposed`` answers it unchanged, ``200``;
+  at most one confirm wins, by a compare-and-set (OPS-6-02). The winner waits up to
+  ``FRONTDOOR_CONFIRM_WAIT`` for the perform webhook's outcome; without it the operation is
+  ``in_progress`` with ``Retry-After`` (OPS-6-01), never ``failed`` on a guess (OPS-6-03).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from frontdoor_operations import ledger
+from frontdoor_operations.ledger import Operation, to_wire
+from frontdoor_operations.rules import CallerView, cancel_decision, check_owner, confirm_decision, is_lapsed
+from frontdoor_protocol import ErrorCode, ProtocolError
+from litestar import Request, Response, get, post
+from litestar.datastructures import State
+from litestar.params import FromPath
+
+from ..agent_auth import Refused, authenticate, refusal
+from ..context import LedgerContext, LedgerTenant
+from ..performer import RepriceUnavailable
+
+__all__ = ["routes"]
+
+_NO_STORE = {"Cache-Control": "no-store"}
+
+
+def answer(ctx: LedgerContext, op: Operation) -> Response[Any]:
+    """The operation, ``200``; ``Retry-After`` while it is in progress (OPS-6-01)."""
+    headers = dict(_NO_STORE)
+    if op.state == "in_progress":
+        headers["Retry-After"] = str(ctx.settings.operation_retry_after)
+    return Response(to_wire(op), status_code=200, headers=headers)
+
+
+async def _owned(ctx: LedgerContext, slug: str, operation_id: str,
+                 request: Request[Any, Any, Any]) -> tuple[LedgerTenant, CallerView, Operation]:
+    tenant = await ctx.tenant(slug)
+    if tenant is None:
+        raise Refused(refusal(ProtocolError(ErrorCode.OPERATION_NOT_FOUND, "No such operation.")))
+    caller = await authenticate(ctx, tenant, request)
+    async with ctx.pool.acquire() as conn:
+        op = await ledger.get_operation(conn, tenant.tenant_id, operation_id)
+    error = check_owner(op.view() if op is not None else None, caller)
+    if error is not None:
+        raise Refused(refusal(error))
+    assert op is not None
+    return tenant, caller, op
+
+
+async def _lapse(ctx: LedgerContext, tenant: LedgerTenant, op: Operation) -> Operation:
+    """Expire a proposal whose time ran out, lazily, and answer the operation as it now is."""
+    if not is_lapsed(op.view(), ctx.now()):
+        return op
+    async with ctx.pool.acquire() as conn:
+        await ledger.expire(conn, tenant.tenant_id, op.id, now=ctx.now())
+        current = await ledger.get_operation(conn, tenant.tenant_id, op.id)
+    assert current is not None
+    return current
+
+
+@get("/{slug:str}/operations/{operation_id:str}")
+async def read_operation(slug: FromPath[str], operation_id: FromPath[str], request: Request[Any, Any, Any],
+                         state: State) -> Response[Any]:
+    ctx: LedgerContext = state.ctx
+    try:
+        tenant, _, op = await _owned(ctx, slug, operation_id, request)
+    except Refused as refused:
+        return refused.response
+    return answer(ctx, await _lapse(ctx, tenant, op))
+
+
+class _ConfirmBody(msgspec.Struct, frozen=True, kw_only=True):
+    revision: Any = None
+    approved_by: Any = None
+
+
+def _terms_changed(op: Operation) -> Response[Any]:
+    error = ProtocolError(ErrorCode.TERMS_CHANGED, "The terms changed: confirm the current revision.")
+    return refusal(error, body_extra={"operation": to_wire(op)})
+
+
+@post("/{slug:str}/operations/{operation_id:str}/confirm", status_code=200)
+async def confirm_operation(slug: FromPath[str], operation_id: FromPath[str], request: Request[Any, Any, Any],
+                            state: State) -> Response[Any]:
+    ctx: LedgerContext = state.ctx
+    try:
+        tenant, caller, op = await _owned(ctx, slug, operation_id, request)
+    except Refused as refused:
+        return refused.response
+    try:
+        body = msgspec.json.decode(await request.body(), type=_ConfirmBody)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return refusal(ProtocolError(ErrorCode.INVALID_REQUEST, "The body must be {revision, approved_by}."))
+    return await confirm_flow(ctx, tenant, caller, op, revision=body.revision, approved_by=body.approved_by,
+                              via="agent")
+
+
+async def confirm_flow(ctx: LedgerContext, tenant: LedgerTenant, caller: CallerView, op: Operation, *,
+                       revision: object, approved_by: object, via: str) -> Response[Any]:
+    """The confirm, shared by the agent's endpoint and the company's website confirmation."""
+    decision = confirm_decision(op.view(), caller, revision=revision, approved_by=approved_by, now=ctx.now())
+    if decision.action == "expire":
+        return answer(ctx, await _lapse(ctx, tenant, op))
+    if decision.action == "unchanged":
+        return answer(ctx, op)
+    if decision.action == "refuse":
+        assert decision.error is not None
+        if decision.error.code == ErrorCode.TERMS_CHANGED:
+            return _terms_changed(op)
+        return refusal(decision.error)
+    try:
+        repriced = await ctx.performer.reprice(tenant.tenant_id, op) if ctx.performer is not None else None
+    except RepriceUnavailable:
+        return refusal(ProtocolError(ErrorCode.TEMPORARILY_UNAVAILABLE, "Current terms are not available; retry."),
+                       headers={"Retry-After": str(ctx.settings.operation_retry_after)})
+    if repriced is not None:
+        return _terms_changed(repriced)
+    async with ctx.pool.acquire() as conn:
+        current, message_id = await ledger.confirm(conn, tenant.tenant_id, op.id, revision=op.revision,
+                                                   approved_by=approved_by,  # type: ignore[arg-type]
+                                                   via=via,  # type: ignore[arg-type]
+                                                   now=ctx.now())
+    if message_id is None:
+        # Another confirm won (or the proposal changed or lapsed meanwhile): answer what is.
+        if current.state == "proposed" and current.revision != op.revision:
+            return _terms_changed(current)
+        return answer(ctx, await _lapse(ctx, tenant, current))
+    if ctx.performer is not None:
+        settled = await ctx.performer.perform_and_wait(tenant.tenant_id, current.id, message_id)
+        if settled is not None:
+            current = settled
+    return answer(ctx, current)
+
+
+@post("/{slug:str}/operations/{operation_id:str}/cancel", status_code=200)
+async def cancel_operation(slug: FromPath[str], operation_id: FromPath[str], request: Request[Any, Any, Any],
+                           state: State) -> Response[Any]:
+    ctx: LedgerContext = state.ctx
+    try:
+        tenant, _, op = await _owned(ctx, slug, operation_id, request)
+    except Refused as refused:
+        return refused.response
+    decision = cancel_decision(op.view(), ctx.now())
+    if decision.action == "expire":
+        return answer(ctx, await _lapse(ctx, tenant, op))
+    if decision.action == "cancel":
+        async with ctx.pool.acquire() as conn:
+            await ledger.cancel(conn, tenant.tenant_id, op.id, now=ctx.now())
+            current = await ledger.get_operation(conn, tenant.tenant_id, op.id)
+        assert current is not None
+        return answer(ctx, current)
+    return answer(ctx, op)
+
+
+routes = [read_operation, confirm_operation, cancel_operation]

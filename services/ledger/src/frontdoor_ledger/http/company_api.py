@@ -1,0 +1,301 @@
+"""The ledger API a company calls (``{ledger}/{slug}/v1/operations``), with its resource-server credential.
+
+Propose, revise, report an outcome, read, list, and confirm from the company's own website.
+docs/operations.md is the reference; the OpenAPI description is at ``/{slug}/v1/openapi.json``.
+Every refusal is ``{"error", "error_description"}``; nothing echoes the request.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import datetime
+from typing import Any, Literal
+
+import msgspec
+from frontdoor_core.errors import Conflict, DomainError, Invalid, NotFound
+from frontdoor_identity import ClientResolutionError
+from frontdoor_operations import ledger
+from frontdoor_operations.ledger import ListFilters, Operation, Proposal, to_wire
+from frontdoor_operations.rules import CallerView, check_owner
+from frontdoor_sessions import identify_credential, session_store
+from litestar import Request, Response, get, post
+from litestar.datastructures import State
+from litestar.params import FromPath
+
+from ..context import LedgerContext, LedgerTenant
+from .agent_operations import confirm_flow
+
+__all__ = ["routes"]
+
+_NO_STORE = {"Cache-Control": "no-store"}
+_STATUS = {"invalid": 400, "not_found": 404, "conflict": 409, "forbidden": 403, "unavailable": 503}
+OPERATIONS_EXTENSION = "operations"
+OPERATIONS_VERSION = "1"
+
+
+def _error(status: int, code: str, description: str, headers: dict[str, str] | None = None) -> Response[Any]:
+    return Response({"error": code, "error_description": description}, status_code=status,
+                    headers={**_NO_STORE, **(headers or {})})
+
+
+def _domain(exc: DomainError) -> Response[Any]:
+    return _error(_STATUS.get(exc.kind, 400), exc.code, exc.detail)
+
+
+async def _company(ctx: LedgerContext, slug: str, request: Request[Any, Any, Any]) -> LedgerTenant | Response[Any]:
+    tenant = await ctx.tenant(slug)
+    scheme, _, credential = request.headers.get("authorization", "").partition(" ")
+    cred_id = None
+    if tenant is not None and scheme.lower() == "bearer" and credential.strip():
+        async with ctx.pool.acquire() as conn:
+            cred_id = await identify_credential(conn, tenant.tenant_id, credential.strip())
+    if tenant is None or cred_id is None:
+        return _error(401, "invalid_client", "Authenticate with a resource-server credential of this tenant.",
+                      {"WWW-Authenticate": 'Bearer realm="frontdoor-ledger"'})
+    return tenant
+
+
+def _company_view(op: Operation) -> dict[str, Any]:
+    return {
+        "operation": to_wire(op),
+        "details": {
+            "kind": op.kind, "client_id": op.client_id, "user_id": op.user_id, "account": op.account_id,
+            "session_id": op.session_id, "action_key": op.action_key, "input": op.input,
+            "confirmed_via": op.confirmed_via, "needs_attention": op.attention is not None,
+            "attention_reason": op.attention,
+            "sequence": op.sequence, "created_at": op.created_at.isoformat(), "updated_at": op.updated_at.isoformat(),
+        },
+    }
+
+
+class CallerRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    session_id: str
+    client_id: str
+    user_id: str
+
+
+class ProposeBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    kind: str
+    caller: CallerRef
+    summary: str
+    terms: dict[str, Any] | None = None
+    user_approval_required: bool = True
+    expires_in: int | None = None
+    action_key: str | None = None
+    input: dict[str, Any] | None = None
+    url: str | None = None
+
+
+def _decode(raw: bytes, typ: type[Any]) -> Any:
+    try:
+        return msgspec.json.decode(raw, type=typ)
+    except msgspec.ValidationError as exc:
+        raise Invalid("invalid_request", f"The body does not fit: {str(exc).split(' - at')[0]}.") from None
+    except msgspec.DecodeError:
+        raise Invalid("invalid_request", "The body must be a JSON object.") from None
+
+
+async def _live_session(ctx: LedgerContext, tenant: LedgerTenant, session_id: str) -> Any:
+    async with ctx.pool.acquire() as conn:
+        session = await session_store.find_session(conn, tenant.tenant_id, session_id) if len(session_id) <= 100 \
+            else None
+    if session is None or not session.live:
+        raise Conflict("session_inactive", "That Session is not a live Session of this tenant.")
+    return session
+
+
+async def _supports_operations(ctx: LedgerContext, client_id: str) -> bool:
+    """OPS-2-01: whether the agent lists the operations extension, version 1."""
+    try:
+        client = await ctx.directory.get_client(client_id)
+    except ClientResolutionError:
+        return False
+    return bool(client.metadata.extension_version(OPERATIONS_EXTENSION) == OPERATIONS_VERSION)
+
+
+@post("/{slug:str}/v1/operations", status_code=201)
+async def propose(slug: FromPath[str], request: Request[Any, Any, Any], state: State) -> Response[Any]:
+    ctx: LedgerContext = state.ctx
+    tenant = await _company(ctx, slug, request)
+    if isinstance(tenant, Response):
+        return tenant
+    try:
+        body: ProposeBody = _decode(await request.body(), ProposeBody)
+        session = await _live_session(ctx, tenant, body.caller.session_id)
+        if session.client_id != body.caller.client_id or session.user_id != body.caller.user_id:
+            raise Conflict("session_inactive", "That Session is not this agent's and user's.")
+        if not await _supports_operations(ctx, session.client_id):
+            return _error(403, "extension_required", "The agent does not support the operations extension.")
+        owner = CallerView(client_id=session.client_id, user_id=session.user_id, session_id=session.id,
+                           account=session.account_id if session.signed_in else None)
+        proposal = Proposal(kind=body.kind, summary=body.summary, terms=body.terms,
+                            user_approval_required=body.user_approval_required, expires_in=body.expires_in,
+                            action_key=body.action_key, input=body.input, url=body.url)
+        async with ctx.pool.acquire() as conn:
+            op, created = await ledger.propose(conn, tenant.tenant_id, owner, proposal, now=ctx.now())
+    except DomainError as exc:
+        return _domain(exc)
+    return Response({"operation": to_wire(op)}, status_code=201 if created else 200, headers=_NO_STORE)
+
+
+class ReviseBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    summary: str
+    terms: dict[str, Any] | None = None
+    user_approval_required: bool | None = None
+    expires_in: int | None = None
+
+
+@post("/{slug:str}/v1/operations/{operation_id:str}/revisions", status_code=200)
+async def revise(slug: FromPath[str], operation_id: FromPath[str], request: Request[Any, Any, Any],
+                 state: State) -> Response[Any]:
+    ctx: LedgerContext = state.ctx
+    tenant = await _company(ctx, slug, request)
+    if isinstance(tenant, Response):
+        return tenant
+    try:
+        body: ReviseBody = _decode(await request.body(), ReviseBody)
+        async with ctx.pool.acquire() as conn:
+            op = await ledger.revise(conn, tenant.tenant_id, operation_id, summary=body.summary, terms=body.terms,
+                                     user_approval_required=body.user_approval_required,
+                                     expires_in=body.expires_in, now=ctx.now())
+    except DomainError as exc:
+        return _domain(exc)
+    return Response({"operation": to_wire(op)}, status_code=200, headers=_NO_STORE)
+
+
+class OutcomeBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    outcome: str
+    result: dict[str, Any]
+
+
+@post("/{slug:str}/v1/operations/{operation_id:str}/outcome", status_code=200)
+async def report_outcome(slug: FromPath[str], operation_id: FromPath[str], request: Request[Any, Any, Any],
+                         state: State) -> Response[Any]:
+    ctx: LedgerContext = state.ctx
+    tenant = await _company(ctx, slug, request)
+    if isinstance(tenant, Response):
+        return tenant
+    try:
+        body: OutcomeBody = _decode(await request.body(), OutcomeBody)
+        async with ctx.pool.acquire() as conn:
+            op, changed = await ledger.record_outcome(conn, tenant.tenant_id, operation_id, outcome=body.outcome,
+                                                      result=body.result, now=ctx.now())
+    except DomainError as exc:
+        return _domain(exc)
+    if changed:
+        await ctx.settled(op.id)
+    return Response({"operation": to_wire(op)}, status_code=200, headers=_NO_STORE)
+
+
+@get("/{slug:str}/v1/operations/{operation_id:str}")
+async def read(slug: FromPath[str], operation_id: FromPath[str], request: Request[Any, Any, Any],
+               state: State) -> Response[Any]:
+    ctx: LedgerContext = state.ctx
+    tenant = await _company(ctx, slug, request)
+    if isinstance(tenant, Response):
+        return tenant
+    async with ctx.pool.acquire() as conn:
+        op = await ledger.get_operation(conn, tenant.tenant_id, operation_id)
+        if op is not None and op.state == "proposed" and op.expires_at <= ctx.now():
+            await ledger.expire(conn, tenant.tenant_id, op.id, now=ctx.now())
+            op = await ledger.get_operation(conn, tenant.tenant_id, operation_id)
+    if op is None:
+        return _error(404, "operation_not_found", "No such operation.")
+    return Response(_company_view(op), status_code=200, headers=_NO_STORE)
+
+
+_STATES = ("proposed", "in_progress", "succeeded", "failed", "cancelled", "expired")
+
+
+def _cursor(op: Operation) -> str:
+    raw = f"{op.created_at.isoformat()}|{op.id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _parse_cursor(value: str) -> tuple[datetime, str]:
+    try:
+        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode()
+        at, _, op_id = raw.partition("|")
+        return datetime.fromisoformat(at), op_id
+    except (ValueError, UnicodeDecodeError):
+        raise Invalid("invalid_cursor", "cursor is not one this API gave.") from None
+
+
+def _time(value: str | None, name: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise Invalid("invalid_request", f"{name} must be an ISO 8601 time.") from None
+    if parsed.tzinfo is None:
+        raise Invalid("invalid_request", f"{name} must include a timezone.")
+    return parsed
+
+
+@get("/{slug:str}/v1/operations")
+async def list_all(slug: FromPath[str], request: Request[Any, Any, Any], state: State) -> Response[Any]:
+    ctx: LedgerContext = state.ctx
+    tenant = await _company(ctx, slug, request)
+    if isinstance(tenant, Response):
+        return tenant
+    q = request.query_params
+    try:
+        state_filter = q.get("state")
+        if state_filter is not None and state_filter not in _STATES:
+            raise Invalid("invalid_request", "state must be one of " + ", ".join(_STATES) + ".")
+        limit_text = q.get("limit", "50")
+        if not limit_text.isdigit() or not 1 <= int(limit_text) <= 200:
+            raise Invalid("invalid_request", "limit must be 1 to 200.")
+        filters = ListFilters(state=state_filter, kind=q.get("kind"), account=q.get("account"),
+                              client_id=q.get("client_id"), since=_time(q.get("since"), "since"),
+                              until=_time(q.get("until"), "until"),
+                              attention=q.get("needs_attention") == "true" or None)
+        cursor = q.get("cursor")
+        before = _parse_cursor(cursor) if cursor else None
+        limit = int(limit_text)
+        async with ctx.pool.acquire() as conn:
+            ops = await ledger.list_operations(conn, tenant.tenant_id, filters, limit=limit + 1, before=before)
+    except DomainError as exc:
+        return _domain(exc)
+    more = len(ops) > limit
+    ops = ops[:limit]
+    return Response({"items": [_company_view(op) for op in ops],
+                     "next_cursor": _cursor(ops[-1]) if more and ops else None},
+                    status_code=200, headers=_NO_STORE)
+
+
+class WebConfirmBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    revision: int
+    session_id: str
+    approved_by: Literal["user"] = "user"
+
+
+@post("/{slug:str}/v1/operations/{operation_id:str}/confirm", status_code=200)
+async def confirm_on_website(slug: FromPath[str], operation_id: FromPath[str], request: Request[Any, Any, Any],
+                             state: State) -> Response[Any]:
+    """The user confirmed on the company's own page, in the agent's Session (Operations §4.4)."""
+    ctx: LedgerContext = state.ctx
+    tenant = await _company(ctx, slug, request)
+    if isinstance(tenant, Response):
+        return tenant
+    try:
+        body: WebConfirmBody = _decode(await request.body(), WebConfirmBody)
+        session = await _live_session(ctx, tenant, body.session_id)
+        async with ctx.pool.acquire() as conn:
+            op = await ledger.get_operation(conn, tenant.tenant_id, operation_id)
+        caller = CallerView(client_id=session.client_id, user_id=session.user_id, session_id=session.id,
+                            account=session.account_id if session.signed_in else None,
+                            scopes=frozenset((session.scope or "").split()) if session.signed_in else frozenset())
+        if op is None or check_owner(op.view(), caller) is not None:
+            raise NotFound("operation_not_found", "No such operation in that Session.")
+    except DomainError as exc:
+        return _domain(exc)
+    response = await confirm_flow(ctx, tenant, caller, op, revision=body.revision, approved_by=body.approved_by,
+                                  via="website")
+    if response.status_code == 200 and isinstance(response.content, dict):
+        return Response({"operation": response.content}, status_code=200, headers=dict(response.headers))
+    return response
+
+
+routes = [propose, revise, report_outcome, read, list_all, confirm_on_website]

@@ -1,0 +1,127 @@
+"""The ledger's fast path: perform a winning confirm at once and wait, briefly, for its outcome.
+
+A confirm that wins the compare-and-set starts the first attempt of the perform webhook
+in this process, then waits up to ``FRONTDOOR_CONFIRM_WAIT`` for the outcome: woken by
+this attempt finishing or by the settled channel (another process, or the company's
+report through the ledger API), never by polling. Past the budget the agent gets the
+operation ``in_progress`` with ``Retry-After``; the attempt carries on in the
+background, and if this process dies the delivery lease expires and the dispatcher's
+relay retries the same message.
+
+Re-pricing: when the kind names a re-price endpoint, the confirm first asks it for the
+current terms (a signed ``operation.reprice`` POST); changed terms become a new revision
+and the confirm is answered ``409 terms_changed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from frontdoor_core.logging import get_logger
+from frontdoor_operations import kinds, ledger
+from frontdoor_operations.ledger import Operation
+from frontdoor_operations.perform import perform_message
+from frontdoor_tenancy.credentials import Kek
+from frontdoor_webhooks.delivery_policy import DeliveryPolicy
+from frontdoor_webhooks.endpoint_secrets import signing_secrets
+from frontdoor_webhooks.endpoints import get_endpoint
+from frontdoor_webhooks.sender import SafeSender, SendError
+from frontdoor_webhooks.signing import webhook_headers
+
+if TYPE_CHECKING:
+    from .context import LedgerContext
+
+__all__ = ["Performer", "RepriceUnavailable"]
+
+_log = get_logger("frontdoor.ledger")
+_REPRICE_TIMEOUT = 5.0
+
+
+class RepriceUnavailable(Exception):
+    """The re-price endpoint did not give current terms: the confirm cannot go ahead now."""
+
+
+class Performer:
+    """Runs perform attempts for this ledger process and waits for outcomes."""
+
+    def __init__(self, ctx: LedgerContext, *, fetcher: Any, kek: Kek, sender: Any = None) -> None:
+        self._ctx = ctx
+        self._kek = kek
+        self._sender = sender or SafeSender(fetcher)
+        self._policy = DeliveryPolicy.from_settings(ctx.settings)
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    async def close(self) -> None:
+        """Let running attempts finish (bounded by the webhook timeout), then return."""
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=self._policy.timeout.total_seconds() + 1)
+
+    async def _attempt(self, tenant_id: str, message_id: str) -> Any:
+        ctx = self._ctx
+        try:
+            return await perform_message(ctx.pool, ctx.runtime.redis, message_id, sender=self._sender, kek=self._kek,
+                                         clock=ctx.runtime.clock, policy=self._policy, tenant_id=tenant_id,
+                                         on_settled=self._wake)
+        except Exception:  # the relay retries; the record is in PostgreSQL
+            _log.exception("perform_attempt_failed", message_id=message_id)
+            return None
+
+    async def _wake(self, operation_id: str) -> None:
+        self._ctx.waiters.wake(operation_id)
+
+    async def perform_and_wait(self, tenant_id: str, operation_id: str, message_id: str) -> Operation | None:
+        """Attempt the perform webhook now and answer the operation once settled or at the budget."""
+        budget = self._ctx.settings.confirm_wait.total_seconds()
+        waiter = asyncio.create_task(self._ctx.waiters.wait(operation_id, budget))
+        attempt = asyncio.create_task(self._attempt(tenant_id, message_id))
+        self._tasks.add(attempt)
+        attempt.add_done_callback(self._tasks.discard)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + budget
+        try:
+            done, _ = await asyncio.wait({waiter, attempt}, timeout=budget, return_when=asyncio.FIRST_COMPLETED)
+            if attempt in done and waiter not in done and attempt.result() is None:
+                # Another process holds the message: wait for its outcome on the channel.
+                await asyncio.wait({waiter}, timeout=max(deadline - loop.time(), 0))
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await waiter
+        async with self._ctx.pool.acquire() as conn:
+            return await ledger.get_operation(conn, tenant_id, operation_id)
+
+    async def reprice(self, tenant_id: str, op: Operation) -> Operation | None:
+        """Ask the kind's re-price endpoint for current terms; a new revision when they changed.
+
+        Raises:
+            RepriceUnavailable: no usable answer (the confirm is refused with 503).
+        """
+        ctx = self._ctx
+        async with ctx.pool.acquire() as conn:
+            kind = await kinds.get_kind(conn, tenant_id, op.kind)
+            if kind is None or kind.reprice_endpoint_id is None:
+                return None
+            endpoint = await get_endpoint(conn, tenant_id, kind.reprice_endpoint_id)
+            keys = await signing_secrets(conn, tenant_id, endpoint.id, self._kek, ctx.now())
+        now = ctx.now()
+        body = msgspec.json.encode({"type": "operation.reprice", "timestamp": now.isoformat(),
+                                    "data": ledger.perform_data(op)})
+        headers = webhook_headers(keys, "msg_reprice_" + secrets.token_hex(12), int(now.timestamp()), body)
+        try:
+            answer = await self._sender.post(endpoint.url, body, headers, _REPRICE_TIMEOUT)
+            quoted = msgspec.json.decode(answer.body) if 200 <= answer.status < 300 else None
+        except (SendError, msgspec.DecodeError):
+            quoted = None
+        if not isinstance(quoted, dict) or not isinstance(quoted.get("summary"), str):
+            raise RepriceUnavailable
+        terms = quoted.get("terms")
+        if quoted["summary"] == op.summary and terms == op.terms:
+            return None
+        async with ctx.pool.acquire() as conn:
+            return await ledger.revise(conn, tenant_id, op.id, summary=quoted["summary"],
+                                       terms=terms if isinstance(terms, dict) else None, now=now)
