@@ -15,7 +15,12 @@
    redeems the code (the ``authorization_code`` grant with ``code_verifier``);
 5. calls ``GET /api/orders`` with the Session Token and a DPoP proof, then again every
    ``--every`` seconds until the company answers ``403 sign_in_required`` (disconnect the
-   agent to see it) or you press Ctrl-C.
+   agent to see it) or you press Ctrl-C;
+6. with ``--reorder``, first asks Northwind to reorder the account's last order: Northwind
+   answers ``202`` with an *operation* (Operations extension), the agent shows you its
+   summary and asks for your approval, then confirms it at Frontdoor's operations endpoint
+   (from ``poppy.json``); Frontdoor calls Northwind's perform webhook (see Northwind's log)
+   and the agent prints the outcome: proposed → in_progress → succeeded.
 
 Only the standard library, httpx and joserfc: what any agent would use.
 """
@@ -71,7 +76,9 @@ class Agent:
         return {
             "/agent.json": {"client_id": self.client_id, "client_name": self.name,
                             "jwks_uri": f"{self.origin}/jwks.json", "redirect_uris": [f"{self.origin}/callback"],
-                            "token_endpoint_auth_method": "private_key_jwt"},
+                            "token_endpoint_auth_method": "private_key_jwt",
+                            # It can approve operations (Operations extension v1).
+                            "extensions": {"operations": {"version": "1"}}},
             "/jwks.json": {"keys": [public]},
         }
 
@@ -220,6 +227,42 @@ def direct_sign_in(http: httpx.Client, agent: Agent, issuer: str, meta: dict[str
         "redirect_uri": redirect_uri, "session_id": session_id})
 
 
+def reorder(http: httpx.Client, agent: Agent, company: str, session_token: str, *, approve: bool) -> bool:
+    """Propose a reorder at Northwind, get the user's approval, confirm it at the operations endpoint."""
+    doc = http.get(f"{company}/.well-known/poppy.json").raise_for_status().json()
+    endpoint = ((doc.get("extensions") or {}).get("operations") or {}).get("endpoint")
+    if not endpoint:
+        print("The company lists no operations endpoint in its poppy.json.", flush=True)
+        return False
+    r = agent.call(http, "POST", f"{company}/api/orders/reorder", session_token)
+    if r.status_code != 202:
+        print(f"POST /api/orders/reorder -> {r.status_code} {refusal(r)}", flush=True)
+        return False
+    op = r.json()["operation"]
+    print(f"POST /api/orders/reorder -> 202: operation {op['operation_id']} is {op['state']}", flush=True)
+    print(f"  Northwind asks: {op['summary']}", flush=True)
+    if not approve and input("  Approve it? [y/N] ").strip().lower() not in {"y", "yes"}:
+        cancel = agent.call(http, "POST", f"{endpoint}/{op['operation_id']}/cancel", session_token)
+        print(f"Not approved: POST .../cancel -> {cancel.status_code}, {cancel.json().get('state')}", flush=True)
+        return True
+    url = f"{endpoint}/{op['operation_id']}/confirm"
+    body = json.dumps({"revision": op["revision"], "approved_by": "user"})
+    r = http.post(url, content=body, headers={"Authorization": f"DPoP {session_token}", "Content-Type": "application/json",
+                                              "DPoP": agent.dpop("POST", url, session_token)})
+    if r.status_code != 200:
+        print(f"Confirm -> {r.status_code} {refusal(r)}", flush=True)
+        return False
+    current = r.json()
+    print(f"Confirmed revision {op['revision']}: {current['state']}", flush=True)
+    while current["state"] == "in_progress":
+        time.sleep(float(r.headers.get("Retry-After", "2")))
+        r = agent.call(http, "GET", f"{endpoint}/{op['operation_id']}", session_token)
+        current = r.json()
+        print(f"  still {current['state']}", flush=True)
+    print(f"Outcome: {current['state']}: {(current.get('result') or {}).get('summary')}", flush=True)
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--company", default="http://127.0.0.1:8003", help="the company's origin (its poppy.json)")
@@ -229,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--once", action="store_true", help="stop after the first call to /api/orders")
     p.add_argument("--direct", action="store_true",
                    help="Direct Sign-In (authorize URL, redirect back, code) instead of Device Sign-In")
+    p.add_argument("--reorder", action="store_true",
+                   help="after signing in, reorder the last order: an operation you approve, Frontdoor performs")
+    p.add_argument("--yes", action="store_true", help="with --reorder: approve without asking")
     args = p.parse_args(argv)
     company = args.company.rstrip("/")
     agent = Agent()
@@ -255,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
             signed = outcome.json()
             session_token = signed["access_token"]
             print(f"Signed in: Session {signed['session_id']}, scope {signed.get('scope')}", flush=True)
+            if args.reorder and not reorder(http, agent, company, session_token, approve=args.yes):
+                return 1
             while True:
                 r = agent.call(http, "GET", f"{company}/api/orders", session_token)
                 if r.status_code == 200:

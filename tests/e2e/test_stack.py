@@ -307,6 +307,15 @@ def test_device_sign_in_end_to_end_then_disconnect(stack: Stack) -> None:
             assert orders.status_code == 200, orders.text
             assert [o["order_id"] for o in orders.json()] == ["ord_10391", "ord_10248"]  # Ada's, newest first
 
+            # An operation end to end: Northwind proposes a reorder, the agent confirms it at the
+            # ledger, the worker-free fast path calls Northwind's perform webhook, succeeded.
+            assert play.reorder(http, agent, stack.northwind, token, approve=True)
+            ledger = httpx.get(f"{stack.console}/api/v1/operations", headers=demo_auth(stack)).json()["data"]
+            assert ledger[0]["operation"]["state"] == "succeeded", ledger[0]
+            assert ledger[0]["account"] == "acct_ada" and ledger[0]["kind"] == "order.place"
+            performed = (stack.data_dir / "logs" / "northwind.log").read_text(errors="replace")
+            assert f"performed operation {ledger[0]['operation']['operation_id']}" in performed
+
             # Ada sees the agent on Northwind's own page.
             ada = Browser()
             page = ada.submit(ada.http.get(f"{stack.northwind}/account/agents"),

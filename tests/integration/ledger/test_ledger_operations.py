@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -284,3 +285,15 @@ async def test_the_perform_webhook_is_signed_and_keyed(shop: Shop, agent: TestAg
     await shop.confirm(agent, tokens["access_token"], op)
     assert shop.receiver.deliveries[-1]["data"]["idempotency_key"] == op["operation_id"]
     assert shop.receiver.webhook_ids[-1].startswith("msg_")
+
+
+async def test_the_ledger_api_is_described(ledger: Any) -> None:
+    r = await ledger.get("/openapi.json")
+    assert r.status_code == 200
+    doc = r.json()
+    assert doc["openapi"].startswith("3.1")
+    propose = doc["paths"]["/{slug}/v1/operations"]["post"]
+    assert propose["requestBody"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ProposeBody"}
+    assert set(doc["components"]["schemas"]["ProposeBody"]["required"]) == {"kind", "caller", "summary"}
+    assert "operation" in json.dumps(propose["responses"]["201"])

@@ -208,21 +208,27 @@ def _expiry(kind: Kind, expires_in: int | None, now: datetime) -> datetime:
     return now + timedelta(seconds=min(seconds, kind.max_expiry_seconds))
 
 
-def _check_url(url: str | None, operation_id: str) -> str | None:
+_LOOPBACK_PREFIXES: Final = ("http://127.0.0.1:", "http://127.0.0.1/", "http://localhost:", "http://localhost/")
+
+
+def _check_url(url: str | None, operation_id: str, *, allow_http_loopback: bool = False) -> str | None:
     if url is None:
         return None
     resolved = url.replace("{operation_id}", operation_id)
-    if len(resolved) > MAX_URL or not resolved.startswith("https://") or any(c in resolved for c in " \r\n\t\x00"):
+    secure = resolved.startswith("https://") or (allow_http_loopback and resolved.startswith(_LOOPBACK_PREFIXES))
+    if len(resolved) > MAX_URL or not secure or any(c in resolved for c in " \r\n\t\x00"):
         raise Invalid("invalid_url", "url must be an https:// URL of your site.")
     return resolved
 
 
 async def propose(conn: asyncpg.Connection, tenant_id: str, owner: CallerView, proposal: Proposal, *,
-                  now: datetime) -> tuple[Operation, bool]:
+                  now: datetime, allow_http_loopback: bool = False) -> tuple[Operation, bool]:
     """Propose an operation for ``owner``; nothing is performed (OPS-3-03).
 
     With an ``action_key``, an open operation of the same owner and key is returned instead
     of a second one (OPS-4-01): the answer's second member says whether it is new.
+
+    ``allow_http_loopback`` (development) accepts an ``http://`` loopback page ``url``.
 
     Raises:
         NotFound: ``unknown_kind``.
@@ -238,7 +244,7 @@ async def propose(conn: asyncpg.Connection, tenant_id: str, owner: CallerView, p
         raise NotFound("unknown_kind", "No such operation kind: configure it in the console first.")
     expires_at = _expiry(kind, proposal.expires_in, now)
     operation_id = new_id("op")
-    url = _check_url(proposal.url, operation_id)
+    url = _check_url(proposal.url, operation_id, allow_http_loopback=allow_http_loopback)
     if proposal.action_key is not None:
         existing = await _open_by_action(conn, tenant_id, owner, proposal.action_key)
         if existing is not None:

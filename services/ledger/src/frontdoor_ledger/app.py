@@ -29,7 +29,7 @@ from litestar import Litestar, Request, Response
 from litestar.exceptions import HTTPException, NotFoundException
 
 from .context import LedgerContext
-from .http import agent_operations, company_api
+from .http import agent_operations, company_api, openapi
 from .performer import Performer
 
 __all__ = ["create_app"]
@@ -85,7 +85,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
     configure_logging(level=settings.log_level, fmt=settings.log_format)
     configure_tracing("frontdoor-ledger", otlp_endpoint=settings.otel_exporter_otlp_endpoint)
     return Litestar(
-        route_handlers=[*health_routes("ledger"), *agent_operations.routes, *company_api.routes],
+        route_handlers=[*health_routes("ledger"), *agent_operations.routes, *company_api.routes, *openapi.routes],
         lifespan=[lifespan],
         exception_handlers={HTTPException: _error, Exception: _error},
         middleware=[RequestIdMiddleware, TracingMiddleware,

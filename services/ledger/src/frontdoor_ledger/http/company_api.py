@@ -132,7 +132,8 @@ async def propose(slug: FromPath[str], request: Request[Any, Any, Any], state: S
                             user_approval_required=body.user_approval_required, expires_in=body.expires_in,
                             action_key=body.action_key, input=body.input, url=body.url)
         async with ctx.pool.acquire() as conn:
-            op, created = await ledger.propose(conn, tenant.tenant_id, owner, proposal, now=ctx.now())
+            op, created = await ledger.propose(conn, tenant.tenant_id, owner, proposal, now=ctx.now(),
+                                               allow_http_loopback=ctx.settings.is_dev)
     except DomainError as exc:
         return _domain(exc)
     return Response({"operation": to_wire(op)}, status_code=201 if created else 200, headers=_NO_STORE)
