@@ -18,7 +18,7 @@ from frontdoor_protocol.scopes import is_scope_token
 from frontdoor_tenancy import audit
 from frontdoor_tenancy.actor import Actor
 
-__all__ = ["Kind", "KindInput", "delete_kind", "get_kind", "has_kinds", "list_kinds", "put_kind"]
+__all__ = ["Kind", "KindInput", "delete_kind", "get_kind", "has_kinds", "is_kind_name", "list_kinds", "put_kind"]
 
 _NAME: Final = re.compile(r"^[a-z][a-z0-9_.:-]{0,63}$")
 MIN_EXPIRY: Final = 30
@@ -58,8 +58,13 @@ def _kind(row: asyncpg.Record) -> Kind:
     return Kind(**dict(row))
 
 
+def is_kind_name(value: str) -> bool:
+    """Whether ``value`` is a well-formed kind name (anything else names no kind)."""
+    return _NAME.match(value) is not None and "\n" not in value
+
+
 def _validate(name: str, data: KindInput) -> None:
-    if not _NAME.match(name):
+    if not is_kind_name(name):
         raise Invalid("invalid_kind", "A kind name is 1 to 64 of a-z, 0-9, '_', '.', ':', '-', starting with a letter.")
     if len(data.description) > 500:
         raise Invalid("invalid_description", "description is at most 500 characters.")
@@ -119,6 +124,8 @@ async def _upsert(conn: asyncpg.Connection, actor: Actor, name: str, data: KindI
 
 async def get_kind(conn: asyncpg.Connection, tenant_id: str, name: str) -> Kind | None:
     """The kind ``name`` of the tenant, or ``None``."""
+    if not is_kind_name(name):
+        return None
     row = await conn.fetchrow(f"SELECT {_COLS} FROM operation_kinds WHERE tenant_id = $1 AND name = $2",  # noqa: S608
                               tenant_id, name)
     return _kind(row) if row else None

@@ -11,6 +11,7 @@ Every function takes the tenant and scopes every query by it.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal
 
@@ -20,7 +21,7 @@ from frontdoor_core.errors import Conflict, Invalid, NotFound
 from frontdoor_core.ids import new_id
 
 from . import events
-from .kinds import Kind, get_kind
+from .kinds import Kind, get_kind, is_kind_name
 from .rules import CallerView, OperationView, cancelled_result, expired_result, validate_result
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "expire_due",
     "flag_attention",
     "get_operation",
+    "is_operation_id",
     "list_operations",
     "propose",
     "record_outcome",
@@ -174,9 +176,17 @@ def event_data(op: Operation) -> dict[str, Any]:
             "user_id": op.user_id, "sequence": op.sequence}
 
 
+_OPERATION_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,100}")
+
+
+def is_operation_id(value: str) -> bool:
+    """Whether ``value`` could be an operation ID (the URL-safe alphabet, bounded): others are unknown."""
+    return _OPERATION_ID.fullmatch(value) is not None
+
+
 async def get_operation(conn: asyncpg.Connection, tenant_id: str, operation_id: str) -> Operation | None:
     """The operation with its latest revision, or ``None`` (also for another tenant's)."""
-    if len(operation_id) > 100:
+    if not is_operation_id(operation_id):
         return None
     row = await conn.fetchrow(f"SELECT {_OP_COLS}{_FROM} WHERE o.tenant_id = $1 AND o.id = $2",
                               tenant_id, operation_id)
@@ -191,14 +201,21 @@ async def revisions(conn: asyncpg.Connection, tenant_id: str, operation_id: str)
     return [msgspec.convert(dict(r), Revision) for r in rows]
 
 
+def _no_nul(value: object) -> bool:
+    """PostgreSQL text and jsonb hold no NUL character: such input is refused, not stored."""
+    encoded = msgspec.json.encode(value)
+    return b"\\u0000" not in encoded and b"\x00" not in encoded
+
+
 def _check_text(proposal_summary: str, terms: object) -> None:
     # OPS-3-01: the summary states the action; terms carry the same values machine-readably.
-    if not isinstance(proposal_summary, str) or not proposal_summary.strip() or len(proposal_summary) > MAX_SUMMARY:
+    if (not isinstance(proposal_summary, str) or not proposal_summary.strip() or len(proposal_summary) > MAX_SUMMARY
+            or "\x00" in proposal_summary):
         raise Invalid("invalid_summary", f"summary must be 1 to {MAX_SUMMARY} characters.")
     if terms is not None and not isinstance(terms, dict):
         raise Invalid("invalid_terms", "terms must be an object.")
-    if terms is not None and len(msgspec.json.encode(terms)) > 16384:
-        raise Invalid("invalid_terms", "terms must be at most 16 KiB of JSON.")
+    if terms is not None and (len(msgspec.json.encode(terms)) > 16384 or not _no_nul(terms)):
+        raise Invalid("invalid_terms", "terms must be at most 16 KiB of JSON, without NUL characters.")
 
 
 def _expiry(kind: Kind, expires_in: int | None, now: datetime) -> datetime:
@@ -235,11 +252,13 @@ async def propose(conn: asyncpg.Connection, tenant_id: str, owner: CallerView, p
         Invalid: a bad summary, terms, expiry, url, action key or input.
     """
     _check_text(proposal.summary, proposal.terms)
-    if proposal.action_key is not None and not 0 < len(proposal.action_key) <= MAX_ACTION_KEY:
+    if proposal.action_key is not None and (not 0 < len(proposal.action_key) <= MAX_ACTION_KEY
+                                            or "\x00" in proposal.action_key):
         raise Invalid("invalid_action_key", f"action_key must be 1 to {MAX_ACTION_KEY} characters.")
-    if proposal.input is not None and len(msgspec.json.encode(proposal.input)) > 32768:
-        raise Invalid("invalid_input", "input must be at most 32 KiB of JSON.")
-    kind = await get_kind(conn, tenant_id, proposal.kind)
+    if proposal.input is not None and (len(msgspec.json.encode(proposal.input)) > 32768
+                                       or not _no_nul(proposal.input)):
+        raise Invalid("invalid_input", "input must be at most 32 KiB of JSON, without NUL characters.")
+    kind = await get_kind(conn, tenant_id, proposal.kind) if is_kind_name(proposal.kind) else None
     if kind is None:
         raise NotFound("unknown_kind", "No such operation kind: configure it in the console first.")
     expires_at = _expiry(kind, proposal.expires_in, now)
@@ -419,6 +438,8 @@ async def record_outcome(conn: asyncpg.Connection, tenant_id: str, operation_id:
         state, clean = validate_result(outcome, result)
     except ValueError as exc:
         raise Invalid("invalid_outcome", str(exc)) from None
+    if not is_operation_id(operation_id):
+        raise NotFound("operation_not_found", "No such operation.")
     op = await _finish(conn, tenant_id, operation_id, state=state, from_state="in_progress", result=clean, now=now)
     if op is not None:
         return op, True
@@ -435,6 +456,8 @@ async def record_outcome(conn: asyncpg.Connection, tenant_id: str, operation_id:
 async def flag_attention(conn: asyncpg.Connection, tenant_id: str, operation_id: str, reason: str, *,
                          now: datetime) -> None:
     """Mark an operation still ``in_progress`` for the admins (e.g. ``delivery_exhausted``)."""
+    if not is_operation_id(operation_id):
+        return
     await conn.execute("UPDATE operations SET attention = $3, updated_at = $4"
                        " WHERE tenant_id = $1 AND id = $2 AND state = 'in_progress'",
                        tenant_id, operation_id, reason, now)

@@ -194,6 +194,8 @@ def validate_result(outcome: object, result: object) -> tuple[Literal["succeeded
     data = result.get("data")
     if data is not None and not isinstance(data, Mapping):
         raise ValueError("result.data must be an object")
+    if "\x00" in summary or "\\u0000" in msgspec.json.encode(data).decode():
+        raise ValueError("result must not contain NUL characters")
     clean: dict[str, Any] = {"summary": summary}
     if data is not None:
         clean["data"] = dict(data)

@@ -54,9 +54,12 @@ def refusal(error: ProtocolError, *, body_extra: dict[str, Any] | None = None,
 
 
 def _public_url(ctx: LedgerContext, request: Request[Any, Any, Any]) -> str:
-    # The URL the agent addressed: the configured public base, never the Host header.
+    # The URL the agent addressed: the configured public base (never the Host header) and the
+    # path as sent, still percent-encoded (the proof's htu is compared with it).
+    raw = request.scope.get("raw_path")
+    path = raw.decode("ascii", "replace") if isinstance(raw, bytes) and raw else request.url.path
     query = request.url.query
-    return f"{ctx.settings.ledger_base_url}{request.url.path}" + (f"?{query}" if query else "")
+    return f"{ctx.settings.ledger_base_url}{path}" + (f"?{query}" if query else "")
 
 
 async def authenticate(ctx: LedgerContext, tenant: LedgerTenant, request: Request[Any, Any, Any]) -> CallerView:
@@ -80,6 +83,9 @@ async def authenticate(ctx: LedgerContext, tenant: LedgerTenant, request: Reques
                                                    issuer=tenant.issuer, now=int(now.timestamp()))
         except ProtocolError as error:
             raise Refused(refusal(error)) from None
+        except ValueError:  # a request URL no proof can match (control characters)
+            raise Refused(refusal(ProtocolError(ErrorCode.INVALID_DPOP_PROOF, "The DPoP proof does not match."))) \
+                from None
         claims = verified.claims
         if verified.scheme != ChallengeScheme.DPOP or verified.proof is None or claims.resource is not None:
             raise Refused(refusal(ProtocolError(ErrorCode.INVALID_TOKEN, "Use a DPoP-bound Session Token.")))

@@ -21,6 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from frontdoor_core.rate_limit import hit
+from frontdoor_httpkit import client_address
 from frontdoor_operations import ledger
 from frontdoor_operations.ledger import Operation, to_wire
 from frontdoor_operations.rules import CallerView, cancel_decision, check_owner, confirm_decision, is_lapsed
@@ -36,6 +38,8 @@ from ..performer import RepriceUnavailable
 __all__ = ["routes"]
 
 _NO_STORE = {"Cache-Control": "no-store"}
+REQUESTS_PER_NETWORK_PER_MINUTE = 3000
+REQUESTS_PER_SESSION_PER_MINUTE = 600
 
 
 def answer(ctx: LedgerContext, op: Operation) -> Response[Any]:
@@ -46,12 +50,28 @@ def answer(ctx: LedgerContext, op: Operation) -> Response[Any]:
     return Response(to_wire(op), status_code=200, headers=headers)
 
 
+async def _limit(ctx: LedgerContext, key: str, limit: int) -> None:
+    """PAP-4.3-18: too many requests are ``429 rate_limited`` with ``Retry-After``; fail closed."""
+    try:
+        allowed, retry = await hit(ctx.runtime.redis, key, limit=limit, window_s=60)
+    except Exception:
+        raise Refused(refusal(ProtocolError(ErrorCode.TEMPORARILY_UNAVAILABLE, "Temporarily unavailable."),
+                              headers={"Retry-After": "5"})) from None
+    if not allowed:
+        raise Refused(refusal(ProtocolError(ErrorCode.RATE_LIMITED, "Too many requests; retry later."),
+                              headers={"Retry-After": str(retry)}))
+
+
 async def _owned(ctx: LedgerContext, slug: str, operation_id: str,
                  request: Request[Any, Any, Any]) -> tuple[LedgerTenant, CallerView, Operation]:
     tenant = await ctx.tenant(slug)
     if tenant is None:
         raise Refused(refusal(ProtocolError(ErrorCode.OPERATION_NOT_FOUND, "No such operation.")))
+    # Before the signature checks (the costly part): per network, then per Session once known.
+    network = client_address(request, ctx.settings.trusted_proxies)
+    await _limit(ctx, f"ledger:net:{tenant.tenant_id}:{network}", REQUESTS_PER_NETWORK_PER_MINUTE)
     caller = await authenticate(ctx, tenant, request)
+    await _limit(ctx, f"ledger:ses:{tenant.tenant_id}:{caller.session_id}", REQUESTS_PER_SESSION_PER_MINUTE)
     async with ctx.pool.acquire() as conn:
         op = await ledger.get_operation(conn, tenant.tenant_id, operation_id)
     error = check_owner(op.view() if op is not None else None, caller)

@@ -97,8 +97,8 @@ def _decode(raw: bytes, typ: type[Any]) -> Any:
 
 async def _live_session(ctx: LedgerContext, tenant: LedgerTenant, session_id: str) -> Any:
     async with ctx.pool.acquire() as conn:
-        session = await session_store.find_session(conn, tenant.tenant_id, session_id) if len(session_id) <= 100 \
-            else None
+        session = (await session_store.find_session(conn, tenant.tenant_id, session_id)
+                   if ledger.is_operation_id(session_id) else None)  # the same ID alphabet
     if session is None or not session.live:
         raise Conflict("session_inactive", "That Session is not a live Session of this tenant.")
     return session
@@ -242,6 +242,8 @@ async def list_all(slug: FromPath[str], request: Request[Any, Any, Any], state: 
         return tenant
     q = request.query_params
     try:
+        if any("\x00" in value or len(value) > 2048 for value in q.values()):
+            raise Invalid("invalid_request", "A query parameter is not acceptable.")
         state_filter = q.get("state")
         if state_filter is not None and state_filter not in _STATES:
             raise Invalid("invalid_request", "state must be one of " + ", ".join(_STATES) + ".")
