@@ -297,3 +297,9 @@ async def test_the_ledger_api_is_described(ledger: Any) -> None:
         "$ref": "#/components/schemas/ProposeBody"}
     assert set(doc["components"]["schemas"]["ProposeBody"]["required"]) == {"kind", "caller", "summary"}
     assert "operation" in json.dumps(propose["responses"]["201"])
+
+
+async def test_health_and_readiness(ledger: Any) -> None:
+    assert (await ledger.get("/healthz")).status_code == 200
+    ready = await ledger.get("/readyz")
+    assert ready.status_code == 200, ready.text

@@ -74,6 +74,8 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
                             directory=AgentDirectory(the_fetcher, rt.clock), waiters=waiters)
         ctx.performer = Performer(ctx, fetcher=the_fetcher, kek=kek)
         app.state.ctx = ctx
+        app.state.pool = rt.pool  # the readiness probe
+        app.state.redis = rt.redis
         try:
             yield
         finally:
