@@ -7,6 +7,7 @@ and is stopped (SIGTERM to the group, SIGKILL after a grace) when the stack clos
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -57,10 +58,8 @@ class Service:
     def kill(self) -> None:
         """SIGKILL the whole group (a crash: nothing gets to clean up)."""
         if self.proc is not None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             self.proc.wait()
             self.proc = None
 
@@ -115,6 +114,11 @@ def granian_app(stack: Stack, name: str, app: str, env: dict[str, str], port: in
 def start_http(svc: Service, timeout: float = 30.0) -> Service:
     """Start a granian service and wait until ``/healthz`` answers 200."""
     svc.start()
+    return wait_http(svc, timeout)
+
+
+def wait_http(svc: Service, timeout: float = 30.0) -> Service:
+    """Wait until a started granian service's ``/healthz`` answers 200."""
     base = svc.base_url  # type: ignore[attr-defined]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -108,3 +108,45 @@ def test_summary_lines_mark_targets() -> None:
     assert met and "MISSED" not in "\n".join(lines)
     lines, met = run_all.summary_lines({**grant, "ratio": 0.2}, sdk)
     assert not met and "MISSED" in "\n".join(lines)
+
+
+def test_delivery_benchmarks_parse_their_flags() -> None:
+    from bench import confirm_latency, delivery_throughput
+
+    assert confirm_latency.parse_args([]).rate == 50.0
+    args = delivery_throughput.parse_args([])
+    assert (args.rate, args.backlog, args.concurrency) == (300.0, 10_000, 2)
+    assert delivery_throughput.parse_args(["--quick"]).backlog == 1000
+    with pytest.raises(SystemExit):
+        delivery_throughput.parse_args(["--rate", "0"])
+
+
+def test_the_receiver_checks_standard_webhooks_signatures() -> None:
+    from frontdoor_webhooks.signing import new_secret, webhook_headers
+
+    from bench import _receiver
+
+    secret, body = new_secret(), b'{"data":{"idempotency_key":"op_1"}}'
+    headers = webhook_headers([secret], "msg_1", int(time.time()), body)
+    key = _receiver._secret_bytes(secret)
+    assert _receiver.signature_ok(key, headers, body)
+    assert not _receiver.signature_ok(key, headers, body + b" ")
+    assert not _receiver.signature_ok(_receiver._secret_bytes(new_secret()), headers, body)
+    assert _receiver._idempotency_key(body) == "op_1"
+
+
+def test_the_receiver_process_counts_deliveries_per_webhook_id() -> None:
+    import httpx
+
+    from bench._receiver import ReceiverProcess
+
+    receiver = ReceiverProcess()
+    try:
+        for msg_id, key in (("msg_1", "k1"), ("msg_1", "k1"), ("msg_2", "k2")):
+            httpx.post(receiver.hook_url("x"), content=b'{"data":{"idempotency_key":"%s"}}' % key.encode(),
+                       headers={"webhook-id": msg_id}).raise_for_status()
+        stats = receiver.stats("x")
+        assert (stats["raw"], stats["distinct_ids"], stats["performs"]) == (3, 2, 2)
+        assert stats["keys_with_several_ids"] == []
+    finally:
+        receiver.stop()

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from frontdoor_core.ids import new_id
+from frontdoor_core.runtime import Runtime
 from frontdoor_tenancy.credentials.password import hash_password
 from litestar.routes import HTTPRoute
 from litestar.testing import AsyncTestClient
@@ -23,7 +24,8 @@ from tests.support.clock import ShiftableClock
 from tests.support.dns_server import LocalDNS
 
 PAGES = ["/", "/domains", "/agents", "/api-keys", "/audit", "/sessions", "/accounts", "/settings",
-         "/resource-credentials", "/feedback", "/team", "/account/password"]
+         "/resource-credentials", "/feedback", "/team", "/account/password", "/operations", "/webhooks",
+         "/operation-kinds"]
 
 
 def _csrf(html: str) -> str:
@@ -307,9 +309,11 @@ async def test_audit_log_filters_and_exports_csv(console: AsyncTestClient[Any], 
 
 async def test_two_tenant_walk_of_every_dashboard_route(
     console: AsyncTestClient[Any], tenant: TenantHandle, other_tenant: TenantHandle, db: Any, clock: ShiftableClock,
+    runtime: Runtime,
 ) -> None:
     """Every GET route of the dashboard, read from the app, as tenant A with tenant B's objects in the URL."""
     from tests.integration.console.test_dashboard_pages import signed_in_session
+    from tests.integration.console.test_operation_pages import add_endpoint, add_kind, add_operation
 
     b = other_tenant
     b_agent = await add_agent(db, b, "B Secret Agent", clock)
@@ -330,10 +334,18 @@ async def test_two_tenant_walk_of_every_dashboard_route(
     await db.execute("INSERT INTO feedback (tenant_id, id, session_id, client_id, user_id, kind, body)"
                      " VALUES ($1, $2, $3, $4, 'u', 'k', $5)", b.id, new_id("evt"), b_session, b_agent,
                      {"task": "b-feedback-task", "description": "b"})
-    leaks = [f"Org {b.slug}", b.email, b_agent, "B Secret Agent", b_session, b_account, b_domain, "b-cred-name",
+    b_endpoint_url = f"https://{unique('b-hooks-')}.example/perform"
+    b_endpoint = await add_endpoint(console, b, url=b_endpoint_url, event_types=["operation.confirmed"])
+    b_kind = await add_kind(console, b, b_endpoint, name=unique("bkind.secret-"))
+    b_op = await add_operation(runtime, b.id, b_kind, client_id=b_agent, account=b_account,
+                               summary="B secret operation summary", confirm=True)
+    b_message = b_op.perform_message_id
+    assert b_message is not None
+    leaks = [f"Org {b.slug}", b.email, b_endpoint_url, b_kind, b_op.id, b_message, "B secret operation summary", b_agent, "B Secret Agent", b_session, b_account, b_domain, "b-cred-name",
              b_member, b_invitee, "b-feedback-task", b_cred["prefix"]]
     params = {"session_id": b_session, "member_id": b_member_id, "invite_id": b_invite, "cred_id": b_cred["id"],
-              "key_id": b_key, "domain": b_domain, "token": "not-a-token"}
+              "key_id": b_key, "domain": b_domain, "token": "not-a-token", "operation_id": b_op.id,
+              "endpoint_id": b_endpoint, "message_id": b_message, "name": b_kind}
     query = {"client_id": b_agent, "account": b_account, "q": b_account[:6]}
 
     await sign_in(console, tenant.email)
@@ -360,5 +372,11 @@ async def test_two_tenant_walk_of_every_dashboard_route(
         for leak in leaks:
             assert leak not in body, (route.path, leak)
     assert {"/sessions", "/sessions/{session_id:str}", "/accounts/agents", "/team", "/settings",
-            "/resource-credentials/{cred_id:str}/revoke", "/feedback"} <= set(walked)
+            "/resource-credentials/{cred_id:str}/revoke", "/feedback", "/operations", "/operations/rows",
+            "/operations/{operation_id:str}", "/operations/{operation_id:str}/delivery",
+            "/operations/{operation_id:str}/redeliver", "/webhooks", "/webhooks/{endpoint_id:str}",
+            "/webhooks/{endpoint_id:str}/messages", "/webhooks/{endpoint_id:str}/recover",
+            "/webhooks/messages/{message_id:str}", "/webhooks/messages/{message_id:str}/attempts",
+            "/webhooks/messages/{message_id:str}/redeliver", "/operation-kinds", "/operation-kinds/{name:str}",
+            "/operation-kinds/{name:str}/delete"} <= set(walked)
     console.cookies.clear()

@@ -71,3 +71,8 @@ async def test_no_current_terms_no_confirm(shop: Shop, agent: TestAgent, web: Mo
     assert r.status_code == 503 and r.json()["error"] == "temporarily_unavailable" and "retry-after" in r.headers
     read = await shop.agent(agent, tokens["access_token"], op["operation_id"])
     assert read.json()["state"] == "proposed"
+
+
+async def test_an_endpoint_a_kind_uses_cannot_be_deleted(shop: Shop) -> None:
+    r = await shop.console.delete(f"/api/v1/webhook-endpoints/{shop.endpoint_id}", headers=shop.tenant.auth)
+    assert r.status_code == 409 and r.json()["code"] == "webhook_endpoint_in_use", r.text

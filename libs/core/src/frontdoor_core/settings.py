@@ -67,12 +67,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     log_format: Annotated[Literal["json", "console"], _doc("`json` (one object per line) or `console` (coloured, for humans).")] = "json"
     otel_exporter_otlp_endpoint: Annotated[str, _doc("OTLP/HTTP endpoint for traces. Empty: spans are created but not exported.")] = ""
     signup_rate_limit: Annotated[int, _doc("Sign-ups allowed per client address per hour.")] = 10
-    login_rate_limit: Annotated[int, _doc("Login attempts allowed per email (and per address) per 15 minutes.")] = 10
+    login_rate_limit: Annotated[int, _doc("Login attempts allowed per email per 15 minutes.")] = 10
+    login_network_rate_limit: Annotated[int, _doc("Login and invitation attempts allowed per client address per 15 minutes (all emails together).")] = 50
     cookie_idle_timeout: Annotated[timedelta, _doc("Admin browser sessions expire after this long idle.")] = timedelta(hours=2)
     max_body_bytes: Annotated[int, _doc("Largest request body any JSON API accepts.")] = 65536
     confirm_wait: Annotated[timedelta, _doc("How long a confirm request waits for the perform webhook's outcome before answering `in_progress` with `Retry-After`.")] = timedelta(seconds=3)
     operation_retry_after: Annotated[int, _doc("`Retry-After` seconds on an operation `in_progress`.")] = 2
     webhook_timeout: Annotated[timedelta, _doc("Timeout of one webhook delivery attempt (connect to last byte).")] = timedelta(seconds=15)
+    webhook_lease_margin: Annotated[timedelta, _doc("How much longer than the timeout a claimed webhook message stays reserved to its sender; after a crash it is retried once this lease ends.")] = timedelta(seconds=30)
     webhook_retry_schedule: Annotated[str, _doc("Comma-separated delays before each delivery attempt, the first attempt included; a message is exhausted after the last.")] = "0s,5s,5m,30m,2h,5h,10h,10h"
     webhook_retry_jitter: Annotated[float, _doc("Each retry delay is spread by up to this fraction either way.")] = 0.1
     webhook_retry_after_max: Annotated[timedelta, _doc("The longest receiver `Retry-After` honoured; longer ones are capped.")] = timedelta(hours=1)

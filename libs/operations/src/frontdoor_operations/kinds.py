@@ -149,7 +149,8 @@ async def delete_kind(conn: asyncpg.Connection, actor: Actor, name: str, *, now:
         try:
             deleted = await conn.fetchval("DELETE FROM operation_kinds WHERE tenant_id = $1 AND name = $2 RETURNING 1",
                                           actor.tenant_id, name)
-        except asyncpg.ForeignKeyViolationError:
+        except (asyncpg.ForeignKeyViolationError, asyncpg.RestrictViolationError):
+            # operations.kind is ON DELETE RESTRICT: PostgreSQL says restrict_violation (23001).
             raise Conflict("kind_in_use", "Operations of this kind exist; it cannot be deleted.") from None
         if deleted is None:
             raise NotFound("kind_not_found", "No such operation kind.")

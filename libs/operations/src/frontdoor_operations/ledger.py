@@ -373,6 +373,7 @@ async def confirm(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *
                                           operation_id=op.id, now=now)
         await conn.execute("UPDATE operations SET perform_message_id = $3 WHERE tenant_id = $1 AND id = $2",
                            tenant_id, operation_id, message_id)
+        op = msgspec.structs.replace(op, perform_message_id=message_id)
         await events.emit(conn, tenant_id, "operation.confirmed", event_data(op), now=now)
     return op, message_id
 

@@ -1,8 +1,9 @@
 """Webhooks: Standard Webhooks signing, endpoint secrets, the retry policy, messages, attempts and delivery.
 
 Pure parts (no I/O, time passed in): `signing`, `retry_policy`, `delivery_outcome`,
-`endpoint_url`, `event_types`. Database use cases take an asyncpg connection and never
-commit: `endpoints`, `messages` (the outbox), `attempts`. `deliver` runs one attempt
+`endpoint_url`, `event_types`, `event_payloads` (the documented payload of every event).
+Database use cases take an asyncpg connection and never
+commit: `endpoints`, `messages` (the outbox), `attempts`, `recoveries` (recovery jobs). `deliver` runs one attempt
 end to end over a pool and a `Sender`.
 """
 
@@ -10,7 +11,7 @@ from .attempts import EXCERPT_LIMIT, Attempt, list_attempts, redacted_headers
 from .delivery import ClaimedMessage, DeliveryReport, claim, deliver, due_messages
 from .delivery_outcome import ABORT_HEADER, ErrorClass, Verdict, classify, status_error_class
 from .delivery_policy import DeliveryPolicy
-from .endpoint_secrets import signing_secrets
+from .endpoint_secrets import PublicKey, public_keys, signing_secrets
 from .endpoint_url import validate_endpoint_url
 from .endpoints import (
     CreatedEndpoint,
@@ -21,10 +22,13 @@ from .endpoints import (
     enable_endpoint,
     get_endpoint,
     list_endpoints,
+    remove_signing_key,
     rotate_secret,
+    rotate_signing_key,
     update_endpoint,
 )
-from .event_types import EVENT_TYPES, PERFORM, validate_event_types
+from .event_payloads import PAYLOAD_VERSION, PAYLOADS, message_schema, payload_for
+from .event_types import EVENT_TYPES, PERFORM, TEST_EVENT, validate_event_types
 from .messages import (
     NOTIFY_CHANNEL,
     Message,
@@ -35,20 +39,29 @@ from .messages import (
     enqueue_message,
     get_message,
     list_messages,
+    next_event_sequence,
     prune,
     recover,
     redeliver,
+    send_test,
 )
+from .recoveries import Recovery, get_recovery, run_recoveries, run_recovery_chunk, start_recovery
 from .retry_policy import RetryPolicy, next_attempt_at, parse_retry_after
 from .sender import RESPONSE_LIMIT, SafeSender, Sender, SenderResponse, SendError
 from .signing import (
+    PUBLIC_KEY_PREFIX,
     SECRET_PREFIX,
     SIGNATURE_HEADER,
+    SIGNING_KEY_PREFIX,
     WebhookVerificationError,
     new_secret,
+    new_signing_key,
+    public_key_of,
     sign,
+    sign_v1a,
     signature_header,
     verify,
+    verify_v1a,
     webhook_headers,
 )
 
@@ -57,10 +70,15 @@ __all__ = [
     "EVENT_TYPES",
     "EXCERPT_LIMIT",
     "NOTIFY_CHANNEL",
+    "PAYLOADS",
+    "PAYLOAD_VERSION",
     "PERFORM",
+    "PUBLIC_KEY_PREFIX",
     "RESPONSE_LIMIT",
     "SECRET_PREFIX",
     "SIGNATURE_HEADER",
+    "SIGNING_KEY_PREFIX",
+    "TEST_EVENT",
     "Attempt",
     "ClaimedMessage",
     "CreatedEndpoint",
@@ -70,7 +88,9 @@ __all__ = [
     "ErrorClass",
     "Message",
     "MessageState",
+    "PublicKey",
     "Purpose",
+    "Recovery",
     "RetryPolicy",
     "SafeSender",
     "SendError",
@@ -91,24 +111,39 @@ __all__ = [
     "enqueue_message",
     "get_endpoint",
     "get_message",
+    "get_recovery",
     "list_attempts",
     "list_endpoints",
     "list_messages",
+    "message_schema",
     "new_secret",
+    "new_signing_key",
     "next_attempt_at",
+    "next_event_sequence",
     "parse_retry_after",
+    "payload_for",
     "prune",
+    "public_key_of",
+    "public_keys",
     "recover",
     "redacted_headers",
     "redeliver",
+    "remove_signing_key",
     "rotate_secret",
+    "rotate_signing_key",
+    "run_recoveries",
+    "run_recovery_chunk",
+    "send_test",
     "sign",
+    "sign_v1a",
     "signature_header",
     "signing_secrets",
+    "start_recovery",
     "status_error_class",
     "update_endpoint",
     "validate_endpoint_url",
     "validate_event_types",
     "verify",
+    "verify_v1a",
     "webhook_headers",
 ]

@@ -14,7 +14,7 @@ everything after the lookup filters by the message's tenant.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,7 +30,7 @@ from .delivery_outcome import ErrorClass, Verdict, classify, status_error_class
 from .delivery_policy import DeliveryPolicy
 from .endpoint_health import note_failure, note_success
 from .endpoint_secrets import signing_secrets
-from .messages import enqueue_event
+from .messages import enqueue_event, next_event_sequence
 from .retry_policy import next_attempt_at, parse_retry_after
 from .sender import RESPONSE_LIMIT, Sender, SenderResponse, SendError
 from .signing import webhook_headers
@@ -126,12 +126,14 @@ async def claim(conn: asyncpg.Connection, message_id: str, now: datetime, lease:
     return None if row is None else ClaimedMessage(**dict(row))
 
 
-async def due_messages(conn: asyncpg.Connection, now: datetime, limit: int = 100) -> list[str]:
+async def due_messages(conn: asyncpg.Connection, now: datetime, limit: int = 100,
+                       exclude: Sequence[str] = ()) -> list[str]:
     """IDs of messages due at ``now`` (endpoint enabled, no live lease), oldest due first.
 
     Rows are locked ``FOR UPDATE SKIP LOCKED`` until the caller's transaction ends, so
     relays running together each get different messages; each is then sent with
-    `deliver`, whose claim settles any remaining race.
+    `deliver`, whose claim settles any remaining race. ``exclude``: IDs the caller has
+    already handed on and not seen claimed yet (so a backlog is paged past them).
     """
     rows = await conn.fetch(
         """
@@ -139,11 +141,12 @@ async def due_messages(conn: asyncpg.Connection, now: datetime, limit: int = 100
           JOIN webhook_endpoints AS e ON e.tenant_id = m.tenant_id AND e.id = m.endpoint_id
          WHERE m.state = 'pending' AND m.next_attempt_at <= $1
            AND (m.locked_until IS NULL OR m.locked_until < $1) AND e.enabled
+           AND m.id <> ALL($3::text[])
          ORDER BY m.next_attempt_at
          LIMIT $2
            FOR UPDATE OF m SKIP LOCKED
         """,
-        now, limit,
+        now, limit, list(exclude),
     )
     return [r["id"] for r in rows]
 
@@ -281,7 +284,8 @@ async def _settle(
             if state == "exhausted" and claimed.event_type not in _NO_EXHAUSTION_EVENT:
                 await enqueue_event(conn, claimed.tenant_id, "delivery.exhausted",
                                     {"message_id": claimed.id, "endpoint_id": claimed.endpoint_id,
-                                     "event_type": claimed.event_type, "attempts": claimed.attempt},
+                                     "event_type": claimed.event_type, "attempts": claimed.attempt,
+                                     "sequence": await next_event_sequence(conn)},
                                     ended, exclude_endpoint=claimed.endpoint_id)
     return DeliveryReport(
         message_id=claimed.id, tenant_id=claimed.tenant_id, endpoint_id=claimed.endpoint_id, purpose=claimed.purpose,

@@ -50,5 +50,5 @@ class DeliveryPolicy(msgspec.Struct, frozen=True, kw_only=True):
                               retry_after_max=settings.webhook_retry_after_max),
             timeout=settings.webhook_timeout,
             disable_after=settings.webhook_disable_after,
-            lease=settings.webhook_timeout + _LEASE_MARGIN,
+            lease=settings.webhook_timeout + (settings.webhook_lease_margin or _LEASE_MARGIN),
         )

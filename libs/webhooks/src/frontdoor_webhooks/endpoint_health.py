@@ -15,7 +15,7 @@ import asyncpg
 from frontdoor_tenancy import audit
 from frontdoor_tenancy.actor import Actor
 
-from .messages import enqueue_event
+from .messages import enqueue_event, next_event_sequence
 
 __all__ = ["note_failure", "note_success"]
 
@@ -67,6 +67,7 @@ async def note_failure(conn: asyncpg.Connection, tenant_id: str, endpoint_id: st
                        details={"reason": reason, "failing_since": failing_since.isoformat()}, at=now)
     await enqueue_event(conn, tenant_id, "endpoint.disabled",
                         {"endpoint_id": endpoint_id, "url": flipped, "reason": reason,
-                         "failing_since": failing_since.isoformat()},
+                         "failing_since": failing_since.isoformat().replace("+00:00", "Z"),
+                         "sequence": await next_event_sequence(conn)},
                         now, exclude_endpoint=endpoint_id)
     return True

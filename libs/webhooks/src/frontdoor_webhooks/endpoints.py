@@ -3,14 +3,15 @@
 Use cases take the caller's connection (they never commit) and an `Actor` whose tenant
 scopes every query; changes are audited. Another tenant's endpoint is `NotFound`, like
 a missing one. A disabled endpoint keeps its messages: they wait and go out once it is
-enabled again.
+enabled again. Every endpoint signs with HMAC (``v1``, its ``whsec_`` secret); one whose
+``signing_scheme`` is ``v1a`` also signs with Ed25519 and publishes its public key.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 import asyncpg
 import msgspec
@@ -20,7 +21,13 @@ from frontdoor_tenancy import audit
 from frontdoor_tenancy.actor import Actor
 from frontdoor_tenancy.credentials import Kek
 
-from .endpoint_secrets import add_secret, rotate_secret_rows
+from .endpoint_secrets import (
+    add_secret,
+    add_signing_key,
+    drop_signing_keys,
+    rotate_secret_rows,
+    rotate_signing_key_rows,
+)
 from .endpoint_url import validate_endpoint_url
 from .event_types import validate_event_types
 
@@ -33,14 +40,19 @@ __all__ = [
     "enable_endpoint",
     "get_endpoint",
     "list_endpoints",
+    "remove_signing_key",
     "rotate_secret",
+    "rotate_signing_key",
     "update_endpoint",
 ]
 
 _MAX_DESCRIPTION = 500
 _MAX_RATE = 10_000
 _COLUMNS = ("id, tenant_id, url, description, event_types, enabled, disabled_at, disabled_reason, failing_since,"
-            " rate_limit_per_second, created_at, updated_at")
+            " rate_limit_per_second, signing_scheme, (SELECT s.public_key FROM webhook_secrets AS s"
+            " WHERE s.tenant_id = webhook_endpoints.tenant_id AND s.endpoint_id = webhook_endpoints.id"
+            " AND s.algorithm = 'ed25519' AND s.expires_at IS NULL) AS public_key, created_at, updated_at")
+SigningScheme = Literal["v1", "v1a"]
 
 
 class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
@@ -53,6 +65,9 @@ class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
             last attempt succeeded.
         rate_limit_per_second: Most deliveries per second the company wants; None for
             no limit (the relay enforces it).
+        signing_scheme: ``v1`` (HMAC-SHA256 with the ``whsec_`` secret) or ``v1a``
+            (the same, plus an Ed25519 signature receivers verify with ``public_key``).
+        public_key: The current Ed25519 public key (``whpk_...``) of a ``v1a`` endpoint.
     """
 
     id: str
@@ -65,6 +80,8 @@ class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
     disabled_reason: str | None
     failing_since: datetime | None
     rate_limit_per_second: int | None
+    signing_scheme: str = "v1"
+    public_key: str | None = None
     created_at: datetime
     updated_at: datetime
 
@@ -105,6 +122,7 @@ async def create_endpoint(
     description: str = "",
     event_types: Sequence[str] = (),
     rate_limit_per_second: int | None = None,
+    signing_scheme: SigningScheme = "v1",
     allow_insecure: bool = False,
 ) -> CreatedEndpoint:
     """Register an endpoint with a fresh secret.
@@ -118,6 +136,7 @@ async def create_endpoint(
         event_types: Subscribed types from `EVENT_TYPES`; empty receives only
             the perform webhook.
         rate_limit_per_second: Optional delivery rate cap.
+        signing_scheme: ``v1a`` also makes an Ed25519 key pair (``public_key``).
         allow_insecure: Development: accept ``http://`` loopback URLs.
 
     Returns:
@@ -129,16 +148,22 @@ async def create_endpoint(
     checked_url = validate_endpoint_url(url, allow_insecure=allow_insecure)
     types = validate_event_types(event_types)
     endpoint_id = new_id("whe")
-    row = await conn.fetchrow(
-        "INSERT INTO webhook_endpoints (tenant_id, id, url, description, event_types, rate_limit_per_second,"  # noqa: S608
-        " created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING " + _COLUMNS,
+    if signing_scheme not in ("v1", "v1a"):
+        raise Invalid("invalid_signing_scheme", "The signing scheme is v1 or v1a.",
+                      fields={"signing_scheme": "v1 or v1a"})
+    await conn.execute(
+        "INSERT INTO webhook_endpoints (tenant_id, id, url, description, event_types, rate_limit_per_second,"
+        " signing_scheme, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)",
         actor.tenant_id, endpoint_id, checked_url, _description(description), types, _rate(rate_limit_per_second),
-        now,
+        signing_scheme, now,
     )
     secret = await add_secret(conn, actor.tenant_id, endpoint_id, kek, now)
+    if signing_scheme == "v1a":
+        await add_signing_key(conn, actor.tenant_id, endpoint_id, kek, now)
     await audit.record(conn, actor, "webhook_endpoint.created", target_type="webhook_endpoint",
-                       target_id=endpoint_id, details={"url": checked_url, "event_types": types}, at=now)
-    return CreatedEndpoint(endpoint=_endpoint(row), secret=secret)
+                       target_id=endpoint_id, details={"url": checked_url, "event_types": types,
+                                                       "signing_scheme": signing_scheme}, at=now)
+    return CreatedEndpoint(endpoint=await get_endpoint(conn, actor.tenant_id, endpoint_id), secret=secret)
 
 
 async def get_endpoint(conn: asyncpg.Connection, tenant_id: str, endpoint_id: str) -> Endpoint:
@@ -228,7 +253,7 @@ async def delete_endpoint(conn: asyncpg.Connection, actor: Actor, endpoint_id: s
     try:
         deleted = await conn.fetchval(
             "DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2 RETURNING id", actor.tenant_id, endpoint_id)
-    except asyncpg.ForeignKeyViolationError:
+    except (asyncpg.ForeignKeyViolationError, asyncpg.RestrictViolationError):
         raise Conflict("webhook_endpoint_in_use",
                        "Operations still use this endpoint; disable it, or point them elsewhere first.") from None
     if deleted is None:
@@ -299,3 +324,48 @@ async def disable_endpoint(conn: asyncpg.Connection, actor: Actor, endpoint_id: 
     await audit.record(conn, actor, "webhook_endpoint.disabled", target_type="webhook_endpoint",
                        target_id=endpoint_id, details={"reason": reason}, at=now)
     return _endpoint(row)
+
+
+async def rotate_signing_key(conn: asyncpg.Connection, actor: Actor, endpoint_id: str, *, kek: Kek, now: datetime,
+                             overlap: timedelta) -> Endpoint:
+    """Switch the endpoint to ``v1a`` with a new Ed25519 key, or give a ``v1a`` endpoint a new one.
+
+    The previous key, if any, keeps signing beside the new one for ``overlap``, so a
+    receiver that pinned it keeps verifying while it fetches the new public key.
+
+    Raises:
+        Invalid: ``overlap`` is negative or longer than 7 days.
+        NotFound: No such endpoint for this tenant.
+    """
+    if not timedelta(0) <= overlap <= timedelta(days=7):
+        raise Invalid("invalid_overlap", "The overlap is 0 to 7 days.", fields={"overlap": "0 to 7 days"})
+    found = await conn.fetchval(
+        "SELECT signing_scheme FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2 FOR UPDATE",
+        actor.tenant_id, endpoint_id)
+    if found is None:
+        raise NotFound("webhook_endpoint_not_found", "No such webhook endpoint.")
+    public_key = await rotate_signing_key_rows(conn, actor.tenant_id, endpoint_id, kek, now=now, overlap=overlap)
+    await conn.execute("UPDATE webhook_endpoints SET signing_scheme = 'v1a', updated_at = $3"
+                       " WHERE tenant_id = $1 AND id = $2", actor.tenant_id, endpoint_id, now)
+    await audit.record(conn, actor, "webhook_endpoint.signing_key_rotated", target_type="webhook_endpoint",
+                       target_id=endpoint_id, at=now,
+                       details={"public_key": public_key, "previous_scheme": found,
+                                "overlap_s": int(overlap.total_seconds())})
+    return await get_endpoint(conn, actor.tenant_id, endpoint_id)
+
+
+async def remove_signing_key(conn: asyncpg.Connection, actor: Actor, endpoint_id: str, *, now: datetime) -> Endpoint:
+    """Go back to ``v1`` (HMAC only): every Ed25519 key of the endpoint is deleted at once.
+
+    Raises:
+        NotFound: No such endpoint for this tenant.
+    """
+    found = await conn.fetchval(
+        "UPDATE webhook_endpoints SET signing_scheme = 'v1', updated_at = $3 WHERE tenant_id = $1 AND id = $2"
+        " RETURNING id", actor.tenant_id, endpoint_id, now)
+    if found is None:
+        raise NotFound("webhook_endpoint_not_found", "No such webhook endpoint.")
+    await drop_signing_keys(conn, actor.tenant_id, endpoint_id)
+    await audit.record(conn, actor, "webhook_endpoint.signing_key_removed", target_type="webhook_endpoint",
+                       target_id=endpoint_id, at=now)
+    return await get_endpoint(conn, actor.tenant_id, endpoint_id)

@@ -2,7 +2,8 @@
 
 Closed: an endpoint subscribes to a list of these, and `enqueue_event` refuses any
 other. ``operation.perform`` is apart: not an event but the ledger asking one chosen
-endpoint to carry out a confirmed operation, so it cannot be subscribed to.
+endpoint to carry out a confirmed operation, so it cannot be subscribed to. Nor can
+``webhook.test``, sent to one endpoint when its owner asks. Payloads: `event_payloads`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Iterable
 
 from frontdoor_core.errors import Invalid
 
-__all__ = ["EVENT_TYPES", "PERFORM", "validate_event_types"]
+__all__ = ["EVENT_TYPES", "PERFORM", "TEST_EVENT", "validate_event_types"]
 
 EVENT_TYPES: tuple[str, ...] = (
     "operation.proposed",
@@ -34,6 +35,9 @@ EVENT_TYPES: tuple[str, ...] = (
 
 PERFORM = "operation.perform"
 """The perform webhook's type: addressed to one endpoint, never subscribed to."""
+
+TEST_EVENT = "webhook.test"
+"""A test event: sent to one endpoint on request, never subscribed to."""
 
 _KNOWN = frozenset(EVENT_TYPES)
 

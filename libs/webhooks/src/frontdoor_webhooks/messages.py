@@ -24,7 +24,8 @@ from frontdoor_core.ids import new_id
 from frontdoor_tenancy import audit
 from frontdoor_tenancy.actor import Actor
 
-from .event_types import EVENT_TYPES, PERFORM
+from .event_payloads import payload_for
+from .event_types import EVENT_TYPES, PERFORM, TEST_EVENT
 
 __all__ = [
     "NOTIFY_CHANNEL",
@@ -36,15 +37,17 @@ __all__ = [
     "enqueue_message",
     "get_message",
     "list_messages",
+    "next_event_sequence",
     "prune",
     "recover",
     "redeliver",
+    "send_test",
 ]
 
 NOTIFY_CHANNEL = "frontdoor_webhooks"
 MessageState = Literal["pending", "delivered", "exhausted", "aborted"]
 Purpose = Literal["event", "perform"]
-_SENDABLE = frozenset({*EVENT_TYPES, PERFORM})
+_SENDABLE = frozenset({*EVENT_TYPES, PERFORM, TEST_EVENT})
 _COLUMNS = ("id, tenant_id, endpoint_id, event_type, body, purpose, operation_id, state, attempts, next_attempt_at,"
             " created_at, delivered_at, last_status")
 
@@ -106,7 +109,7 @@ async def enqueue_message(
     Args:
         tenant_id: The tenant owning the endpoint.
         endpoint_id: The receiving endpoint (any state; a disabled one's messages wait).
-        event_type: A catalogue type, or ``operation.perform``.
+        event_type: A catalogue type, ``operation.perform`` or ``webhook.test``.
         data: The event's payload: identifiers and facts, never a token or secret.
         purpose: ``event`` or ``perform``.
         operation_id: The operation this is about, if any (the ledger finds it by this).
@@ -169,6 +172,27 @@ async def enqueue_event(
     )
     return [await enqueue_message(conn, tenant_id, r["id"], event_type, data, purpose="event", now=now)
             for r in endpoint_ids]
+
+
+async def next_event_sequence(conn: asyncpg.Connection) -> int:
+    """A fresh ``sequence`` for an event this library writes itself (see `event_payloads`)."""
+    return int(await conn.fetchval("SELECT nextval('webhook_event_sequence')"))
+
+
+async def send_test(conn: asyncpg.Connection, actor: Actor, endpoint_id: str, *, now: datetime) -> str:
+    """Queue a ``webhook.test`` message to one endpoint (enabled or not); return its ID.
+
+    It is delivered, signed and retried like any message, so it proves the whole path.
+
+    Raises:
+        NotFound: No such endpoint for this tenant.
+    """
+    data = payload_for(TEST_EVENT, {"endpoint_id": endpoint_id, "sequence": await next_event_sequence(conn)})
+    message_id = await enqueue_message(conn, actor.tenant_id, endpoint_id, TEST_EVENT, data, purpose="event",
+                                       now=now)
+    await audit.record(conn, actor, "webhook_endpoint.test_sent", target_type="webhook_endpoint",
+                       target_id=endpoint_id, details={"message_id": message_id}, at=now)
+    return message_id
 
 
 async def get_message(conn: asyncpg.Connection, tenant_id: str, message_id: str) -> Message:

@@ -28,7 +28,7 @@ def broker_url(redis_url: str) -> str:
 _settings = load()
 app = Celery("frontdoor", broker=broker_url(_settings.redis_url or "redis://127.0.0.1:6379/0"),
              include=["frontdoor_dispatcher.tasks.domains", "frontdoor_dispatcher.tasks.keys",
-                      "frontdoor_dispatcher.tasks.webhooks"])
+                      "frontdoor_dispatcher.tasks.webhooks", "frontdoor_dispatcher.tasks.recoveries"])
 app.conf.update(
     task_serializer="json",
     accept_content=["json"],
@@ -40,6 +40,8 @@ app.conf.update(
     beat_schedule={
         "keys-prune": {"task": "frontdoor.keys.prune_retired", "schedule": 24 * 3600.0},
         "webhooks-prune": {"task": "frontdoor.webhooks.prune", "schedule": 3600.0},
+        "webhooks-recoveries": {"task": "frontdoor.webhooks.recoveries", "schedule": 5.0,
+                                "options": {"expires": 5.0}},
         "operations-expire": {"task": "frontdoor.operations.expire_due", "schedule": 30.0,
                               "options": {"expires": 30.0}},
         "domains-sweep": {

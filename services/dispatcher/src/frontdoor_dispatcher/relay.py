@@ -4,21 +4,29 @@
 
 1. ``LISTEN frontdoor_webhooks``: every new message is announced by the transaction that
    wrote it (``pg_notify`` commits with it), so the relay wakes at once: no fixed polling.
+   Beside it runs the `EventForwarder`, which turns the sessions and tenancy outboxes into
+   webhook messages (``LISTEN frontdoor_events``).
 2. Find due messages with ``FOR UPDATE SKIP LOCKED`` (several relays never take the same
    rows), and send them to Celery in batches (``frontdoor.webhooks.deliver``).
 3. Sleep until the next notification or the next scheduled retry, whichever is first
    (at most ``IDLE_WAKE`` seconds, the backstop for a lost notification or a restart).
 
-A message sent to Celery is not sent again by this relay for ``RESEND_AFTER`` seconds;
-after that (a worker died before claiming it) it is relayed again. The delivery engine's
-claim makes a duplicate harmless, and PostgreSQL remains the record: a Redis or relay
-restart loses nothing.
+A message sent to Celery is not sent again by this relay while it waits to be claimed,
+for up to ``RESEND_AFTER`` seconds (``FRONTDOOR_RELAY_RESEND_AFTER``); after that (the
+task was lost: a Redis restart, a worker killed before claiming it) it is relayed again.
+At most ``WINDOW`` messages are handed on and not yet claimed at any time: a backlog is
+fed to the workers as they take it (the relay checks every ``IN_FLIGHT_POLL`` seconds
+while messages are in flight) instead of being poured into the broker, so a new message
+waits behind at most a window, not behind the whole backlog. The delivery engine's claim
+makes a duplicate harmless, and PostgreSQL remains the record: a Redis or relay restart
+loses nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -39,17 +47,23 @@ _log = structlog.get_logger("frontdoor.relay")
 BATCH: Final = 50
 RESEND_AFTER: Final = 30.0
 IDLE_WAKE: Final = 1.0
+WINDOW: Final = 2000
+IN_FLIGHT_POLL: Final = 0.05
 
 
 class Relay:
     """The loop; ``send(batch)`` hands a batch of message IDs to the workers."""
 
     def __init__(self, database_url: str, send: Callable[[list[str]], Any], *, batch: int = BATCH,
-                 idle_wake: float = IDLE_WAKE, heartbeat: Path | None = None) -> None:
+                 idle_wake: float = IDLE_WAKE, heartbeat: Path | None = None, resend_after: float = RESEND_AFTER,
+                 window: int = WINDOW) -> None:
         self._database_url = database_url
         self._send = send
         self._batch = batch
         self._idle_wake = idle_wake
+        self._resend_after = resend_after
+        self._broker_down = False
+        self._window = max(window, batch)
         self._wake = asyncio.Event()
         self._sent: dict[str, float] = {}
         self._stopping = asyncio.Event()
@@ -72,22 +86,38 @@ class Relay:
     def _notified(self, *_: Any) -> None:
         self._wake.set()
 
+    async def _forget_taken(self, conn: asyncpg.Connection, now_mono: float) -> None:
+        """Keep in ``_sent`` only messages still waiting to be claimed, and not for too long."""
+        if not self._sent:
+            return
+        rows = await conn.fetch(
+            "SELECT id FROM webhook_messages WHERE id = ANY($1::text[]) AND state = 'pending'"
+            " AND next_attempt_at <= $2 AND (locked_until IS NULL OR locked_until < $2)",
+            list(self._sent), datetime.now(UTC))
+        waiting = {r["id"] for r in rows}
+        self._sent = {m: t for m, t in self._sent.items() if m in waiting and now_mono - t < self._resend_after}
+
     async def _pass(self, conn: asyncpg.Connection) -> int:
         now_mono = time.monotonic()
-        self._sent = {k: v for k, v in self._sent.items() if now_mono - v < RESEND_AFTER}
+        await self._forget_taken(conn, now_mono)
         moved = 0
-        while True:
+        while (room := min(self._window - len(self._sent), self._batch * 4)) > 0:
             async with conn.transaction():
-                due = await due_messages(conn, datetime.now(UTC), limit=self._batch * 4)
-                fresh = [m for m in due if m not in self._sent]
-                for start in range(0, len(fresh), self._batch):
-                    chunk = fresh[start:start + self._batch]
-                    self._send(chunk)
+                due = await due_messages(conn, datetime.now(UTC), limit=room, exclude=list(self._sent))
+                for start in range(0, len(due), self._batch):
+                    chunk = due[start:start + self._batch]
+                    try:
+                        self._send(chunk)
+                    except Exception as exc:  # the broker is down: the messages stay due in PostgreSQL
+                        _log.warning("relay_broker_unavailable", error=type(exc).__name__)
+                        self._broker_down = True
+                        return moved
                     for m in chunk:
                         self._sent[m] = now_mono
-                moved += len(fresh)
-            if len(due) < self._batch * 4 or not fresh:
-                return moved
+            moved += len(due)
+            if len(due) < room:
+                break
+        return moved
 
     async def _next_due_in(self, conn: asyncpg.Connection) -> float:
         seconds = await conn.fetchval(
@@ -111,10 +141,17 @@ class Relay:
                     self._beat()
                     moved = await self._pass(conn)
                     self.relayed += moved
+                    if self._broker_down:  # try again shortly (the notifications meanwhile are moot)
+                        self._broker_down = False
+                        await asyncio.sleep(1.0)
+                        continue
                     if moved:
                         continue
+                    timeout = await self._next_due_in(conn)
+                    if self._sent:  # handed on, not claimed yet: look again soon to refill the window
+                        timeout = min(timeout, IN_FLIGHT_POLL)
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), timeout=await self._next_due_in(conn))
+                        await asyncio.wait_for(self._wake.wait(), timeout=timeout)
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
                 _log.warning("relay_db_connection_lost")
                 await asyncio.sleep(0.5)
@@ -139,15 +176,25 @@ def main(settings: Settings | None = None) -> None:
 
     s = settings or load()
     configure_logging(level=s.log_level, fmt=s.log_format)
-    relay = Relay(s.database_url, celery_sender(), heartbeat=Path(s.data_dir) / "relay-heartbeat")
+    resend_after = float(os.environ.get("FRONTDOOR_RELAY_RESEND_AFTER", RESEND_AFTER))
+    relay = Relay(s.database_url, celery_sender(), heartbeat=Path(s.data_dir) / "relay-heartbeat",
+                  resend_after=resend_after)
+
+    from .event_forwarder import EventForwarder
+
+    forwarder = EventForwarder(s.database_url)  # the sessions and tenancy outboxes -> webhook messages
+
+    def stop() -> None:
+        relay.stop()
+        forwarder.stop()
 
     async def go() -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, relay.stop)
+            loop.add_signal_handler(sig, stop)
         _log.info("relay_started")
-        await relay.run()
-        _log.info("relay_stopped", relayed=relay.relayed)
+        await asyncio.gather(relay.run(), forwarder.run())
+        _log.info("relay_stopped", relayed=relay.relayed, forwarded=forwarder.forwarded)
 
     asyncio.run(go())
 

@@ -1,13 +1,18 @@
 """One event loop, pool and Redis client per worker process, made on first use.
 
 Delivery tasks run often and briefly: opening a pool per task would cost more than the
-delivery. Celery's prefork children each build their own after the fork.
+delivery. Celery's prefork children each build their own after the fork. The loop runs
+in a background thread of the process, so work started by one task (a delivery waiting
+for a slow receiver) goes on while the process takes its next task: `run` waits for a
+coroutine, `submit` does not.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
+import threading
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -49,7 +54,9 @@ class _Process:
 
 def _ensure_loop() -> asyncio.AbstractEventLoop:
     if _Process.loop is None or _Process.pid != os.getpid():
-        _Process.loop = asyncio.new_event_loop()
+        loop = asyncio.new_event_loop()
+        threading.Thread(target=loop.run_forever, name="frontdoor-worker-loop", daemon=True).start()
+        _Process.loop = loop
         _Process.runtime = None
         _Process.pid = os.getpid()
     return _Process.loop
@@ -66,6 +73,11 @@ async def runtime(settings: Settings) -> WorkerRuntime:
     return _Process.runtime
 
 
+def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+    """Start ``coro`` on this process's persistent loop; its future, not waited for."""
+    return asyncio.run_coroutine_threadsafe(coro, _ensure_loop())
+
+
 def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` to completion on this process's persistent loop."""
-    return _ensure_loop().run_until_complete(coro)
+    return submit(coro).result()

@@ -29,7 +29,8 @@ CREATE TABLE webhook_recoveries (
     state        text NOT NULL DEFAULT 'queued' CHECK (state IN ('queued', 'running', 'done')),
     total        integer,               -- matching messages counted when the job started
     requeued     integer NOT NULL DEFAULT 0,
-    cursor_id    text,                  -- the last message ID handled (IDs sort by creation)
+    cursor_at    timestamptz,           -- (cursor_at, cursor_id): the last message handled,
+    cursor_id    text,                  -- in (created_at, id) order
     created_at   timestamptz NOT NULL,
     updated_at   timestamptz NOT NULL,
     finished_at  timestamptz,

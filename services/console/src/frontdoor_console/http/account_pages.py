@@ -99,7 +99,7 @@ async def invite_accept(token: FromPath[str], data: Annotated[AcceptForm, FORM],
     token = token[:100]
     try:
         await rate_limit(ctx, f"invite:ip:{client_address(request, ctx.settings.trusted_proxies)}",
-                         limit=ctx.settings.login_rate_limit * 5, window_s=900)
+                         limit=ctx.settings.login_network_rate_limit, window_s=900)
         async with transaction(ctx.pool) as conn:
             admin = await team.accept_invite(conn, token, data.password, now=ctx.now(),
                                              request_id=current_request_id())

@@ -59,7 +59,7 @@ async def login(
                       status_code=401)
     client = client_address(request, ctx.settings.trusted_proxies)
     try:
-        await rate_limit(ctx, f"login:ip:{client}", limit=ctx.settings.login_rate_limit * 5, window_s=900)
+        await rate_limit(ctx, f"login:ip:{client}", limit=ctx.settings.login_network_rate_limit, window_s=900)
         await rate_limit(ctx, f"login:email:{data.email.strip().lower()}", limit=ctx.settings.login_rate_limit,
                          window_s=900)
     except RateLimited as exc:

@@ -21,6 +21,7 @@ import msgspec
 from frontdoor_core.db import transaction
 from frontdoor_core.errors import Conflict, Invalid, NotFound
 from frontdoor_identity import check_client_id, list_agents
+from frontdoor_operations import overview as op_overview
 from frontdoor_sessions.agent_blocking import block_and_end_sessions, unblock
 from frontdoor_sessions.session_activity import session_activity
 from frontdoor_tenancy import api_keys, audit, domain_claims, issuer_profile
@@ -33,7 +34,15 @@ from litestar.response import Redirect, Template
 
 from ..access import opt
 from ..policy import lifecycle_policy
-from . import account_pages, credential_pages, session_pages, settings_pages, team_pages
+from . import (
+    account_pages,
+    credential_pages,
+    operation_pages,
+    session_pages,
+    settings_pages,
+    team_pages,
+    webhook_pages,
+)
 from .deps import ctx_of
 from .operations_api import operations_endpoint
 from .page import EXCEPTION_HANDLERS, FORM, Console, is_htmx, provide_console
@@ -60,12 +69,20 @@ _NOTICES = {
 @get("/", name="dashboard.overview")
 async def overview(console: Console, state: State) -> Template:
     ctx = ctx_of(state)
+    now = ctx.now()
     async with ctx.pool.acquire() as conn:
         counts = await tenant_counts(conn, console.tenant.id)
-        activity = await session_activity(conn, console.tenant.id, since=ctx.now() - timedelta(hours=24))
+        activity = await session_activity(conn, console.tenant.id, since=now - timedelta(hours=24))
+        ops_24h = await op_overview.count_by_state(conn, console.tenant.id, since=now - timedelta(hours=24))
+        ops_30d = await op_overview.count_by_state(conn, console.tenant.id, since=now - timedelta(days=30))
+        stuck = await op_overview.count_stuck(conn, console.tenant.id, now=now)
+        deliveries = await op_overview.delivery_health(conn, console.tenant.id, now=now)
     attention = {s: n for s, n in counts.domains_by_status.items() if s in ("pending", "suspended") and n}
+    needs_attention = bool(attention or stuck or deliveries.disabled_endpoints or deliveries.failing_endpoints)
     return console.page("overview.html", nav="overview", counts=counts, activity=activity, attention=attention,
-                        issuer=ctx.issuer_url(console.tenant.slug))
+                        issuer=ctx.issuer_url(console.tenant.slug), ops_24h=ops_24h, ops_30d=ops_30d,
+                        op_states=op_overview.STATES, stuck=stuck, deliveries=deliveries,
+                        needs_attention=needs_attention)
 
 
 # ---------------------------------------------------------------- domains
@@ -305,7 +322,8 @@ router = Router(
     route_handlers=[overview, domains_page, domains_add, domains_verify, domains_poppy_json, agents_page,
                     agents_confirm, agents_act, keys_page, keys_create, keys_revoke_confirm, keys_revoke,
                     audit_page, audit_csv, *session_pages.routes, *team_pages.routes, *settings_pages.routes,
-                    *credential_pages.routes, *account_pages.dashboard_routes, *account_pages.public_routes],
+                    *credential_pages.routes, *operation_pages.routes, *webhook_pages.routes,
+                    *account_pages.dashboard_routes, *account_pages.public_routes],
     dependencies={"console": Provide(provide_console)},
     exception_handlers=EXCEPTION_HANDLERS,
     response_headers=[ResponseHeader(name="Cache-Control", value="no-store")],

@@ -2,14 +2,15 @@
 
 ``/api/v1/operation-kinds``: what agents may be asked to confirm and which endpoint performs it;
 ``/api/v1/webhook-endpoints``: where Frontdoor calls the company (secrets shown once, rotation,
-enable/disable, messages and their attempts, redeliver, recover);
+optional Ed25519 signing, enable/disable, test events, messages and their attempts, redeliver,
+recovery jobs with progress);
 ``/api/v1/operations``: the ledger, read-only (the company's servers use the ledger API).
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 from frontdoor_core.db import transaction
@@ -19,9 +20,15 @@ from frontdoor_operations import ledger
 from frontdoor_operations.kinds import Kind, KindInput
 from frontdoor_operations.ledger import ListFilters
 from frontdoor_tenancy.actor import Actor
+from frontdoor_webhooks import attempts as wh_attempts
+from frontdoor_webhooks import endpoint_secrets as wh_secrets
 from frontdoor_webhooks import endpoints as wh
 from frontdoor_webhooks import messages as wh_messages
+from frontdoor_webhooks import recoveries as wh_recoveries
+from frontdoor_webhooks.attempts import Attempt
+from frontdoor_webhooks.endpoint_secrets import PublicKey
 from frontdoor_webhooks.endpoints import Endpoint
+from frontdoor_webhooks.recoveries import Recovery
 from litestar import delete, get, post, put
 from litestar.datastructures import State
 from litestar.di import NamedDependency
@@ -80,6 +87,7 @@ class EndpointIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     description: str = ""
     event_types: list[str] = msgspec.field(default_factory=list)
     rate_limit_per_second: int | None = None
+    signing_scheme: Literal["v1", "v1a"] = "v1"
 
 
 class EndpointPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -107,7 +115,9 @@ class SecretOut(msgspec.Struct, frozen=True, kw_only=True):
 
 
 @post("/api/v1/webhook-endpoints", tags=["webhooks"], summary="Add a webhook endpoint", responses=PROBLEMS,
-      status_code=201, description="Answers the endpoint and its whsec_ signing secret, shown this once.")
+      status_code=201, description="Answers the endpoint and its whsec_ signing secret, shown this once. "
+                                   "signing_scheme v1a also signs every delivery with Ed25519 (v1a); the "
+                                   "endpoint's public_key (whpk_...) verifies it.")
 async def endpoints_create(data: JSONBody[EndpointIn], actor: NamedDependency[Actor], state: State) -> EndpointCreated:
     require_writer(actor)
     ctx = ctx_of(state)
@@ -115,6 +125,7 @@ async def endpoints_create(data: JSONBody[EndpointIn], actor: NamedDependency[Ac
         created = await wh.create_endpoint(conn, actor, url=data.url, kek=ctx.kek, now=ctx.now(),
                                            description=data.description, event_types=data.event_types,
                                            rate_limit_per_second=data.rate_limit_per_second,
+                                           signing_scheme=data.signing_scheme,
                                            allow_insecure=ctx.settings.is_dev)
     return EndpointCreated(endpoint=created.endpoint, secret=created.secret)
 
@@ -210,25 +221,104 @@ async def message_redeliver(message_id: FromPath[str], actor: NamedDependency[Ac
         return msgspec.to_builtins(await wh_messages.redeliver(conn, actor, message_id, now=ctx.now()))
 
 
+class SigningKeys(msgspec.Struct, frozen=True, kw_only=True):
+    signing_scheme: str
+    public_keys: list[PublicKey]
+
+
+@get("/api/v1/webhook-endpoints/{endpoint_id:str}/signing-key", tags=["webhooks"], responses=PROBLEMS,
+     summary="The endpoint's Ed25519 public keys (v1a)",
+     description="Every public key a v1a signature may currently be made with: the current one first, then "
+                 "a rotated one until its overlap ends. whpk_ and the base64 of the raw 32-byte key.")
+async def endpoints_signing_keys(endpoint_id: FromPath[str], actor: NamedDependency[Actor],
+                                 state: State) -> SigningKeys:
+    ctx = ctx_of(state)
+    async with ctx.pool.acquire() as conn:
+        endpoint = await wh.get_endpoint(conn, actor.tenant_id, endpoint_id)
+        keys = await wh_secrets.public_keys(conn, actor.tenant_id, endpoint_id, ctx.now())
+    return SigningKeys(signing_scheme=endpoint.signing_scheme, public_keys=keys)
+
+
+@post("/api/v1/webhook-endpoints/{endpoint_id:str}/signing-key", tags=["webhooks"], responses=PROBLEMS,
+      status_code=200, summary="Turn on Ed25519 signing (v1a), or rotate its key",
+      description="Answers the endpoint with its new public_key. A previous key keeps signing beside it for "
+                  "overlap_seconds (default FRONTDOOR_WEBHOOK_SECRET_OVERLAP). HMAC (v1) signatures continue.")
+async def endpoints_rotate_signing_key(endpoint_id: FromPath[str], actor: NamedDependency[Actor], state: State,
+                                       data: JSONBody[RotateIn] | None = None) -> Endpoint:
+    require_writer(actor)
+    ctx = ctx_of(state)
+    overlap = (timedelta(seconds=data.overlap_seconds) if data is not None and data.overlap_seconds is not None
+               else ctx.settings.webhook_secret_overlap)
+    async with transaction(ctx.pool) as conn:
+        return await wh.rotate_signing_key(conn, actor, endpoint_id, kek=ctx.kek, now=ctx.now(), overlap=overlap)
+
+
+@delete("/api/v1/webhook-endpoints/{endpoint_id:str}/signing-key", tags=["webhooks"], responses=PROBLEMS,
+        status_code=200, summary="Turn off Ed25519 signing: back to v1 (HMAC) only")
+async def endpoints_remove_signing_key(endpoint_id: FromPath[str], actor: NamedDependency[Actor],
+                                       state: State) -> Endpoint:
+    require_writer(actor)
+    ctx = ctx_of(state)
+    async with transaction(ctx.pool) as conn:
+        return await wh.remove_signing_key(conn, actor, endpoint_id, now=ctx.now())
+
+
+class TestSent(msgspec.Struct, frozen=True, kw_only=True):
+    message_id: str
+    event_type: str
+
+
+@post("/api/v1/webhook-endpoints/{endpoint_id:str}/test", tags=["webhooks"], responses=PROBLEMS,
+      status_code=202, summary="Send a webhook.test event to the endpoint",
+      description="Queued like any message: signed, retried, its attempts listed under the message. A disabled "
+                  "endpoint's test waits until it is enabled.")
+async def endpoint_test(endpoint_id: FromPath[str], actor: NamedDependency[Actor], state: State) -> TestSent:
+    require_writer(actor)
+    ctx = ctx_of(state)
+    async with transaction(ctx.pool) as conn:
+        message_id = await wh_messages.send_test(conn, actor, endpoint_id, now=ctx.now())
+    return TestSent(message_id=message_id, event_type="webhook.test")
+
+
+class MessageDetail(msgspec.Struct, frozen=True, kw_only=True):
+    message: dict[str, Any]
+    attempts: list[Attempt]
+
+
+@get("/api/v1/webhook-messages/{message_id:str}", tags=["webhooks"], responses=PROBLEMS,
+     summary="One message with every attempt",
+     description="The exact body sent, its state, and each attempt oldest first: status, duration, error class, "
+                 "a bounded response excerpt, the request headers (signatures redacted), the next attempt time.")
+async def message_get(message_id: FromPath[str], actor: NamedDependency[Actor], state: State) -> MessageDetail:
+    async with ctx_of(state).pool.acquire() as conn:
+        message = await wh_messages.get_message(conn, actor.tenant_id, message_id)
+        attempts = await wh_attempts.list_attempts(conn, actor.tenant_id, message_id)
+    return MessageDetail(message=msgspec.to_builtins(message), attempts=attempts)
+
+
 class RecoverIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     since: datetime
 
 
-class RecoverOut(msgspec.Struct, frozen=True, kw_only=True):
-    requeued: int
-
-
 @post("/api/v1/webhook-endpoints/{endpoint_id:str}/recover", tags=["webhooks"], responses=PROBLEMS,
-      status_code=200, summary="Send again every failed message of the endpoint since a time")
+      status_code=202, summary="Send again every failed message of the endpoint since a time (a background job)",
+      description="Answers the recovery job; the worker requeues the exhausted and aborted messages created "
+                  "between since and now in chunks. Follow it at /api/v1/webhook-recoveries/{id}.")
 async def endpoint_recover(endpoint_id: FromPath[str], data: JSONBody[RecoverIn], actor: NamedDependency[Actor],
-                           state: State) -> RecoverOut:
+                           state: State) -> Recovery:
     require_writer(actor)
     ctx = ctx_of(state)
     if data.since.tzinfo is None:
         raise Invalid("invalid_since", "since must include a timezone.", fields={"since": "needs a timezone"})
     async with transaction(ctx.pool) as conn:
-        count = await wh_messages.recover(conn, actor, endpoint_id, since=data.since, now=ctx.now())
-    return RecoverOut(requeued=count)
+        return await wh_recoveries.start_recovery(conn, actor, endpoint_id, since=data.since, now=ctx.now())
+
+
+@get("/api/v1/webhook-recoveries/{recovery_id:str}", tags=["webhooks"], responses=PROBLEMS,
+     summary="A recovery job's progress", description="state queued, running or done; requeued of total.")
+async def recovery_get(recovery_id: FromPath[str], actor: NamedDependency[Actor], state: State) -> Recovery:
+    async with ctx_of(state).pool.acquire() as conn:
+        return await wh_recoveries.get_recovery(conn, actor.tenant_id, recovery_id)
 
 
 # --- operations (read-only) -------------------------------------------------------------
@@ -274,4 +364,5 @@ async def operations_get(operation_id: FromPath[str], actor: NamedDependency[Act
 
 routes = [kinds_list, kinds_put, kinds_delete, endpoints_create, endpoints_list, endpoints_get, endpoints_update,
           endpoints_delete, endpoints_rotate, endpoints_enable, endpoints_disable, endpoint_messages,
-          message_redeliver, endpoint_recover, operations_list, operations_get]
+          message_redeliver, endpoint_recover, endpoints_signing_keys, endpoints_rotate_signing_key,
+          endpoints_remove_signing_key, endpoint_test, message_get, recovery_get, operations_list, operations_get]

@@ -1,17 +1,24 @@
 """Webhook delivery and the operations ledger's periodic jobs.
 
-``frontdoor.webhooks.deliver`` takes a batch of message IDs from the relay and attempts
-each at once, concurrently (a slow receiver holds only its own attempt). The delivery
-engine's claim makes a duplicate task harmless: one process sends a given attempt. A
-perform message's answer is applied to its operation here too.
+``frontdoor.webhooks.deliver`` takes a batch of message IDs from the relay and starts an
+attempt at each, concurrently, on the process's background loop, and returns at once: the
+process takes its next batch while the attempts carry on, so a receiver that times out holds only its own attempts, never the
+worker, so one tenant's dead endpoint does not delay another tenant's deliveries. At most
+``MAX_IN_FLIGHT`` attempts run per process (a task waits for a free slot beyond that).
+An attempt cut short by the process dying is not lost: its lease ends and the relay hands
+the message on again. The delivery engine's claim makes a duplicate task harmless: one
+process sends a given attempt. A perform message's answer is applied to its operation here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from datetime import UTC, datetime
+from typing import Any, ClassVar, Final
 
 import structlog
+from celery.signals import worker_process_shutdown
 from frontdoor_core.clock import utc_now
 from frontdoor_operations import ledger
 from frontdoor_operations.perform import perform_message
@@ -22,10 +29,18 @@ from ..celery_app import _settings, app
 from ..worker_runtime import WorkerRuntime, run, runtime
 
 _log = structlog.get_logger("frontdoor.dispatcher")
+MAX_IN_FLIGHT: Final = 500
 
 
-async def _attempt(rt: WorkerRuntime, message_id: str) -> None:
-    purpose = await rt.pool.fetchval("SELECT purpose FROM webhook_messages WHERE id = $1", message_id)
+class _InFlight:
+    """This process's running attempts (touched only from its loop)."""
+
+    slots: asyncio.Semaphore | None = None
+    tasks: ClassVar[set[asyncio.Task[Any]]] = set()
+    pid: int | None = None
+
+
+async def _attempt(rt: WorkerRuntime, message_id: str, purpose: str | None) -> None:
     if purpose == "perform":
         await perform_message(rt.pool, rt.redis, message_id, sender=rt.sender, kek=rt.kek, clock=utc_now,
                               policy=rt.policy)
@@ -33,18 +48,48 @@ async def _attempt(rt: WorkerRuntime, message_id: str) -> None:
         await deliver_one(rt.pool, message_id, sender=rt.sender, kek=rt.kek, clock=utc_now, policy=rt.policy)
 
 
+async def _logged(rt: WorkerRuntime, message_id: str, purpose: str | None) -> None:
+    try:
+        await _attempt(rt, message_id, purpose)
+    except Exception as exc:  # the lease ends and the relay hands the message on again
+        _log.error("webhook_delivery_error", message_id=message_id, error=type(exc).__name__)
+
+
 async def _deliver(message_ids: list[str]) -> int:
     rt = await runtime(_settings)
-    results = await asyncio.gather(*(_attempt(rt, m) for m in message_ids), return_exceptions=True)
-    for message_id, result in zip(message_ids, results, strict=True):
-        if isinstance(result, BaseException):
-            _log.error("webhook_delivery_error", message_id=message_id, error=type(result).__name__)
-    return len(message_ids)
+    if _InFlight.slots is None or _InFlight.pid != os.getpid():  # a forked child builds its own
+        _InFlight.slots, _InFlight.pid = asyncio.Semaphore(MAX_IN_FLIGHT), os.getpid()
+        _InFlight.tasks.clear()
+    slots = _InFlight.slots
+    # One look-up for the whole batch (not one per message): which engine each message needs.
+    rows = await rt.pool.fetch("SELECT id, purpose FROM webhook_messages WHERE id = ANY($1::text[])", message_ids)
+    purposes = {r["id"]: r["purpose"] for r in rows}
+    started: list[asyncio.Task[None]] = []  # not waited for: a slow receiver must not hold this worker
+    for message_id in message_ids:
+        await slots.acquire()
+        task = asyncio.create_task(_logged(rt, message_id, purposes.get(message_id)))
+        _InFlight.tasks.add(task)
+        task.add_done_callback(_InFlight.tasks.discard)
+        task.add_done_callback(lambda _t: slots.release())
+        started.append(task)
+    return len(started)
+
+
+async def _drain(timeout: float) -> None:  # noqa: ASYNC109 - a budget for shutdown
+    if _InFlight.tasks:
+        await asyncio.wait(set(_InFlight.tasks), timeout=timeout)
+
+
+@worker_process_shutdown.connect
+def _finish_attempts(**_: object) -> None:
+    """On a clean stop, let running attempts end (bounded by the webhook timeout)."""
+    if _InFlight.tasks:
+        run(_drain(_settings.webhook_timeout.total_seconds() + 1))
 
 
 @app.task(name="frontdoor.webhooks.deliver", ignore_result=True, acks_late=True)
 def deliver(message_ids: list[str]) -> int:
-    """Attempt each message now (those another process holds are skipped)."""
+    """Start an attempt at each message (those another process holds are skipped)."""
     return run(_deliver([m for m in message_ids if isinstance(m, str)][:500]))
 
 

@@ -1,0 +1,235 @@
+"""Webhook delivery throughput through the real path, beside the receiver alone.
+
+Stack: embedded PostgreSQL and Redis, the outbox relay (``python -m
+frontdoor_dispatcher.relay``), a Celery worker (``--concurrency 2``, prefork) and a
+company receiver in its own process (``bench/_receiver.py``) that checks every
+signature. Messages are written with ``frontdoor_webhooks.messages.enqueue_message``, as
+the services write them (one ``NOTIFY`` each); the relay hands batches to the
+``frontdoor.webhooks.deliver`` task; the worker claims, signs, POSTs and records each.
+
+1. **baseline**: the receiver alone, hammered by an HTTP client in this process
+   (signed POSTs, ``--concurrency`` keep-alive connections).
+2. **steady**: messages written at ``--rate`` per second for ``--seconds``; reported:
+   delivered per second over the window and the lag from write to receipt (p50/p99).
+3. **backlog**: with the relay stopped, ``--backlog`` messages are written; the relay
+   starts and the time until the receiver has every one is the drain time. Checked: every
+   message ``delivered`` in PostgreSQL, every webhook-id received, duplicates (at-least-once)
+   only under the same webhook-id, no bad signature.
+
+Quality bar: ≥ 300 deliveries/s sustained; a 10,000-message backlog drains with none lost.
+
+    python bench/delivery_throughput.py [--rate 300] [--seconds 15] [--backlog 10000]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make ``bench`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import argparse
+import asyncio
+import os
+import time
+from typing import Any
+
+from bench import _dispatch
+from bench._common import CpuMeter, Stack, install_signal_handlers, summarize
+from bench._receiver import ReceiverProcess
+
+TARGET_RATE = 300.0
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rate", type=float, default=TARGET_RATE, help="messages written per second in the steady phase")
+    p.add_argument("--seconds", type=float, default=15.0, help="length of the steady phase")
+    p.add_argument("--backlog", type=int, default=10_000, help="messages in the backlog phase (0 skips it)")
+    p.add_argument("--concurrency", type=int, default=2, help="Celery worker processes")
+    p.add_argument("--baseline-requests", type=int, default=5000)
+    p.add_argument("--quick", action="store_true", help="small counts, for a quick look")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.seconds, args.backlog, args.baseline_requests = 3.0, 1000, 1000
+    if args.rate <= 0 or args.seconds <= 0 or args.backlog < 0 or args.concurrency < 1:
+        p.error("rates, counts and durations must be positive")
+    return args
+
+
+async def baseline(receiver: ReceiverProcess, secret: str, requests: int, concurrency: int = 16) -> dict[str, Any]:
+    """The receiver alone: signed POSTs over keep-alive connections, as fast as it answers."""
+    import httpx
+    from frontdoor_webhooks.signing import webhook_headers
+
+    body = b'{"type":"operation.succeeded","timestamp":"2026-01-01T00:00:00.000Z","data":{"seq":0}}'
+    receiver.control("baseline", secret=secret, body="{}")
+    url = receiver.hook_url("baseline")
+    latencies: list[float] = []
+    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=concurrency)) as http:
+        async def one(n: int) -> None:
+            headers = {**webhook_headers([secret], f"msg_base{n}", int(time.time()), body),
+                       "content-type": "application/json"}
+            t0 = time.perf_counter()
+            (await http.post(url, content=body, headers=headers)).raise_for_status()
+            latencies.append(time.perf_counter() - t0)
+
+        async def lane(lane_no: int) -> None:
+            for n in range(lane_no, requests, concurrency):
+                await one(n)
+
+        await asyncio.gather(*(lane(i) for i in range(concurrency)))  # warm the connections
+        latencies.clear()
+        t0 = time.perf_counter()
+        await asyncio.gather(*(lane(i) for i in range(concurrency)))
+        elapsed = time.perf_counter() - t0
+    stats = receiver.stats("baseline")
+    return {"rps": requests / elapsed, "latency": summarize(latencies), "bad_signatures": stats["bad_signatures"]}
+
+
+async def wait_received(receiver: ReceiverProcess, name: str, expected: int, within: float) -> dict[str, Any]:
+    """Poll the receiver until it has ``expected`` distinct webhook-ids (or time runs out)."""
+    deadline = time.monotonic() + within
+    while True:
+        stats = receiver.stats(name)
+        if stats["distinct_ids"] >= expected or time.monotonic() > deadline:
+            return stats
+        await asyncio.sleep(0.1)
+
+
+async def steady(stack: Stack, receiver: ReceiverProcess, tenant_id: str, endpoint_id: str,
+                 args: argparse.Namespace) -> dict[str, Any]:
+    """Write at ``rate`` for ``seconds`` (a batch every 50 ms); measure receipt rate and lag."""
+    from frontdoor_core.db import create_pool
+
+    pool = await create_pool(stack.database_url, min_size=1, max_size=2)
+    try:
+        tick = 0.05
+        written: dict[str, float] = {}
+        start = time.monotonic()
+        k = 0
+        while (k := k + 1) * tick <= args.seconds:
+            due = int(args.rate * tick * k) - len(written)
+            if due:
+                at = time.monotonic()
+                for mid in await _dispatch.enqueue(pool, tenant_id, endpoint_id, due, start=len(written)):
+                    written[mid] = at
+            await asyncio.sleep(max(0.0, start + k * tick - time.monotonic()))
+        write_window = time.monotonic() - start
+        stats = await wait_received(receiver, "steady", len(written), within=60)
+        await asyncio.sleep(1.0)  # the last attempts' rows commit just after the receiver answers
+        states = await _dispatch.message_states(pool, list(written))
+    finally:
+        await pool.close()
+    records = receiver.stats("steady", records=True)["records"]
+    first: dict[str, float] = {}
+    for msg_id, _key, at, _ok in records:
+        first.setdefault(msg_id, at)
+    lags = [first[m] - t for m, t in written.items() if m in first]
+    arrivals = sorted(first.values())
+    span = (arrivals[-1] - start) if arrivals else 0.0
+    return {"written": len(written), "write_rate": len(written) / write_window, "received": stats["distinct_ids"],
+            "raw": stats["raw"], "bad_signatures": stats["bad_signatures"], "lag": summarize(lags) if lags else None,
+            "delivered_rate": len(arrivals) / span if span else 0.0, "states": states}
+
+
+async def backlog(stack: Stack, receiver: ReceiverProcess, relay: _dispatch.Service, tenant_id: str,
+                  endpoint_id: str, count: int, meter: CpuMeter) -> dict[str, Any]:
+    """Write ``count`` messages with the relay stopped, start it, time the drain, check every message."""
+    from frontdoor_core.db import create_pool
+
+    relay.stop()
+    pool = await create_pool(stack.database_url, min_size=1, max_size=2)
+    try:
+        ids: list[str] = []
+        for start in range(0, count, 1000):
+            ids += await _dispatch.enqueue(pool, tenant_id, endpoint_id, min(1000, count - start), start=start)
+        meter.start()
+        t0 = time.monotonic()
+        relay.start()
+        stats = await wait_received(receiver, "backlog", count, within=max(120.0, count / 20))
+        drain = time.monotonic() - t0
+        cpu = meter.stop()
+        await asyncio.sleep(1.0)  # let the last attempts' rows commit
+        states = await _dispatch.message_states(pool, ids)
+    finally:
+        await pool.close()
+    records = receiver.stats("backlog", records=True)["records"]
+    received_ids = {r[0] for r in records}
+    enqueued = set(ids)
+    first_to_last = (stats["last_arrival"] - stats["first_arrival"]) if stats["first_arrival"] else 0.0
+    return {"count": count, "drain_seconds": drain, "rate": stats["distinct_ids"] / drain,
+            "flow_rate": stats["distinct_ids"] / first_to_last if first_to_last else 0.0,
+            "missing": len(enqueued - received_ids), "unexpected": len(received_ids - enqueued),
+            "duplicates": len(records) - len(received_ids), "bad_signatures": stats["bad_signatures"],
+            "states": states, "cpu": cpu}
+
+
+def report(result: dict[str, Any], args: argparse.Namespace) -> bool:
+    b, s = result["baseline"], result["steady"]
+    ok = True
+    print(f"delivery_throughput  ({args.concurrency} Celery worker processes, relay, receiver in its own process, "
+          f"{os.cpu_count()} CPUs, everything on this machine)")
+    print(f"  baseline : receiver alone {b['rps']:.0f} req/s  {b['latency'].line()}  "
+          f"(bad signatures {b['bad_signatures']})")
+    lag = s["lag"].line() if s["lag"] else "n/a"
+    print(f"  steady   : wrote {s['written']} at {s['write_rate']:.0f}/s; received {s['received']} distinct "
+          f"({s['raw']} raw) at {s['delivered_rate']:.0f}/s; lag write→receipt {lag}")
+    print(f"             states {s['states']}; bad signatures {s['bad_signatures']}")
+    ok = ok and s["received"] == s["written"] and s["bad_signatures"] == 0
+    sustained = s["delivered_rate"]
+    if "backlog" in result:
+        k = result["backlog"]
+        cpu = k["cpu"]
+        per = {name: 1000 * v / max(k["count"], 1) for name, v in cpu.items()}
+        print(f"  backlog  : {k['count']} messages drained in {k['drain_seconds']:.1f} s from the relay's start "
+              f"= {k['rate']:.0f}/s ({k['flow_rate']:.0f}/s from first to last receipt); "
+              f"missing {k['missing']}, duplicates {k['duplicates']} (same webhook-id), unexpected {k['unexpected']}, "
+              f"bad signatures {k['bad_signatures']}; states {k['states']}")
+        print("             CPU per delivery: " + ", ".join(f"{n} {v:.2f} ms" for n, v in per.items()))
+        ok = ok and k["missing"] == 0 and k["unexpected"] == 0 and k["bad_signatures"] == 0 \
+            and k["states"].get("delivered") == k["count"]
+        sustained = min(sustained, k["flow_rate"]) if s["received"] == s["written"] else k["flow_rate"]
+    ratio = sustained / b["rps"] if b["rps"] else 0.0
+    met = sustained >= TARGET_RATE
+    print(f"  ratio    : delivered / receiver alone = {ratio:.2f}")
+    print(f"  target   : >= {TARGET_RATE:.0f} deliveries/s sustained: {'met' if met else 'BELOW'} "
+          f"({sustained:.0f}/s); correctness {'ok' if ok else 'FAILED'}")
+    result["sustained"], result["ratio"], result["met"] = sustained, ratio, met
+    return ok
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    install_signal_handlers()
+    with Stack() as stack:
+        receiver = ReceiverProcess(str(stack.root / "receiver.log"))
+        stack._stack.callback(receiver.stop)
+        tenant = asyncio.run(stack.create_tenant())
+        steady_ep, steady_secret = asyncio.run(_dispatch.add_endpoint(stack, receiver.hook_url("steady")))
+        backlog_ep, backlog_secret = asyncio.run(_dispatch.add_endpoint(stack, receiver.hook_url("backlog")))
+        receiver.control("steady", secret=steady_secret, body="{}")
+        receiver.control("backlog", secret=backlog_secret, body="{}")
+        result: dict[str, Any] = {"baseline": asyncio.run(baseline(receiver, steady_secret, args.baseline_requests))}
+        env = _dispatch.service_env(stack)
+        worker = _dispatch.start_worker(_dispatch.worker(stack, env, concurrency=args.concurrency))
+        relay = _dispatch.relay(stack, env).start()
+        meter = CpuMeter({"worker": worker.pid, "relay": relay.pid, "receiver": receiver.pid, **{
+            k: v for k, v in stack.pids.items() if k in ("postgres", "redis")}})
+        result["steady"] = asyncio.run(steady(stack, receiver, tenant.id, steady_ep, args))
+        if args.backlog:
+            meter = CpuMeter({"worker": worker.pid, "receiver": receiver.pid, **{
+                k: v for k, v in stack.pids.items() if k in ("postgres", "redis")}})
+            result["backlog"] = asyncio.run(backlog(stack, receiver, relay, tenant.id, backlog_ep, args.backlog,
+                                                    meter))
+        result["ok"] = report(result, args)
+    return result
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(0 if main()["ok"] else 1)
+    except KeyboardInterrupt:
+        print("interrupted; servers stopped", file=sys.stderr)
+        sys.exit(130)
