@@ -26,7 +26,7 @@ from frontdoor_core.clock import Clock
 from frontdoor_core.errors import Conflict
 from frontdoor_core.logging import get_logger
 from frontdoor_tenancy.credentials import Kek
-from frontdoor_webhooks.delivery import DeliveryReport, deliver
+from frontdoor_webhooks.delivery import DeliveryReport, Throttle, deliver
 from frontdoor_webhooks.delivery_policy import DeliveryPolicy
 from frontdoor_webhooks.sender import Sender, SenderResponse
 
@@ -73,14 +73,15 @@ def perform_accepts(response: SenderResponse) -> bool:
 
 async def perform_message(pool: asyncpg.Pool, redis: aioredis.Redis, message_id: str, *, sender: Sender, kek: Kek,
                           clock: Clock, policy: DeliveryPolicy, tenant_id: str | None = None,
-                          on_settled: Callable[[str], Awaitable[None]] | None = None) -> DeliveryReport | None:
+                          on_settled: Callable[[str], Awaitable[None]] | None = None,
+                          throttle: Throttle | None = None) -> DeliveryReport | None:
     """One attempt at a perform message if it is claimable now, and its consequence in the ledger.
 
     Returns the attempt's report, or ``None`` when another process holds the message (or it
     is not due). A known outcome is recorded (``in_progress`` → final) and announced.
     """
     report = await deliver(pool, message_id, sender=sender, kek=kek, clock=clock, policy=policy,
-                           tenant_id=tenant_id, accept=perform_accepts)
+                           tenant_id=tenant_id, accept=perform_accepts, throttle=throttle)
     if report is None or report.operation_id is None:
         return report
     answer = interpret_answer(report.status, report.response_json)

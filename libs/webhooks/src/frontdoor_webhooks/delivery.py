@@ -16,12 +16,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import asyncpg
 import msgspec
 from frontdoor_core.clock import Clock
 from frontdoor_core.logging import get_logger
+from frontdoor_core.rate_limit import hit
 from frontdoor_tenancy.credentials import Kek
 from opentelemetry import trace
 
@@ -35,7 +36,7 @@ from .retry_policy import next_attempt_at, parse_retry_after
 from .sender import RESPONSE_LIMIT, Sender, SenderResponse, SendError
 from .signing import webhook_headers
 
-__all__ = ["ClaimedMessage", "DeliveryReport", "claim", "deliver", "due_messages"]
+__all__ = ["ClaimedMessage", "DeliveryReport", "RedisThrottle", "Throttle", "claim", "deliver", "due_messages"]
 
 _log = get_logger("frontdoor.webhooks")
 _tracer = trace.get_tracer("frontdoor.webhooks")
@@ -62,6 +63,7 @@ class ClaimedMessage(msgspec.Struct, frozen=True, kw_only=True):
     attempt: int
     locked_until: datetime
     url: str
+    rate_limit_per_second: int | None = None
 
 
 class DeliveryReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -119,7 +121,7 @@ async def claim(conn: asyncpg.Connection, message_id: str, now: datetime, lease:
            AND (m.locked_until IS NULL OR m.locked_until < $2)
            AND e.tenant_id = m.tenant_id AND e.id = m.endpoint_id AND e.enabled
         RETURNING m.id, m.tenant_id, m.endpoint_id, m.event_type, m.body, m.purpose, m.operation_id,
-                  m.attempts AS attempt, m.locked_until, e.url
+                  m.attempts AS attempt, m.locked_until, e.url, e.rate_limit_per_second
         """,
         message_id, now, lease, tenant_id,
     )
@@ -151,6 +153,37 @@ async def due_messages(conn: asyncpg.Connection, now: datetime, limit: int = 100
     return [r["id"] for r in rows]
 
 
+class Throttle(Protocol):
+    """Per-endpoint delivery rate, counted across processes."""
+
+    async def wait(self, endpoint_id: str, per_second: int) -> float:
+        """Seconds to wait before sending to ``endpoint_id`` (0: send now, and it counts)."""
+        ...
+
+
+class RedisThrottle:
+    """`Throttle` over Redis fixed one-second windows (fails open: a rate cap is a courtesy)."""
+
+    def __init__(self, redis: Any) -> None:
+        self._redis = redis
+
+    async def wait(self, endpoint_id: str, per_second: int) -> float:
+        """See `Throttle.wait`."""
+        try:
+            allowed, retry = await hit(self._redis, f"webhook-rate:{endpoint_id}", limit=per_second, window_s=1)
+        except Exception:
+            return 0.0
+        return 0.0 if allowed else float(max(retry, 1))
+
+
+async def _defer(conn: asyncpg.Connection, claimed: ClaimedMessage, until: datetime) -> None:
+    """Hand a claim back unused: the attempt is not counted and the message is due at ``until``."""
+    await conn.execute(
+        "UPDATE webhook_messages SET attempts = attempts - 1, locked_until = NULL, next_attempt_at = $5"
+        " WHERE tenant_id = $1 AND id = $2 AND state = 'pending' AND attempts = $3 AND locked_until = $4",
+        claimed.tenant_id, claimed.id, claimed.attempt, claimed.locked_until, until)
+
+
 def _parse_json(response: SenderResponse | None) -> Any:
     if response is None or not response.body or len(response.body) >= RESPONSE_LIMIT:
         return None
@@ -170,6 +203,7 @@ async def deliver(
     policy: DeliveryPolicy,
     tenant_id: str | None = None,
     accept: Callable[[SenderResponse], bool] | None = None,
+    throttle: Throttle | None = None,
 ) -> DeliveryReport | None:
     """Make one attempt at a message if it can be claimed now.
 
@@ -184,6 +218,9 @@ async def deliver(
         tenant_id: When known, only this tenant's message is claimed.
         accept: A stricter success test for a ``2xx`` answer (the perform webhook needs a
             known outcome or ``202``); a ``2xx`` it refuses is retried as ``invalid_response``.
+        throttle: Enforces endpoints' ``rate_limit_per_second`` (one counter across every
+            process): over the limit, the claim is handed back and the message deferred by
+            the wait, without using an attempt.
 
     Returns:
         The attempt's report, or None when the message was not claimable (not due,
@@ -199,6 +236,11 @@ async def deliver(
         claimed = await claim(conn, message_id, now, policy.lease, tenant_id=tenant_id)
         if claimed is None:
             return None
+        if throttle is not None and claimed.rate_limit_per_second is not None:
+            wait = await throttle.wait(claimed.endpoint_id, claimed.rate_limit_per_second)
+            if wait > 0:
+                await _defer(conn, claimed, now + timedelta(seconds=wait))
+                return None
         secrets = await signing_secrets(conn, claimed.tenant_id, claimed.endpoint_id, kek, now)
     body = claimed.body.encode("utf-8")
     headers = webhook_headers(secrets, claimed.id, int(now.timestamp()), body)

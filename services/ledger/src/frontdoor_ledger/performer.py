@@ -26,6 +26,7 @@ from frontdoor_operations import kinds, ledger
 from frontdoor_operations.ledger import Operation
 from frontdoor_operations.perform import perform_message
 from frontdoor_tenancy.credentials import Kek
+from frontdoor_webhooks.delivery import RedisThrottle
 from frontdoor_webhooks.delivery_policy import DeliveryPolicy
 from frontdoor_webhooks.endpoint_secrets import signing_secrets
 from frontdoor_webhooks.endpoints import get_endpoint
@@ -54,6 +55,7 @@ class Performer:
         self._sender = sender or SafeSender(fetcher)
         self._policy = DeliveryPolicy.from_settings(ctx.settings)
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._throttle = RedisThrottle(ctx.runtime.redis)
 
     async def close(self) -> None:
         """Let running attempts finish (bounded by the webhook timeout), then return."""
@@ -65,7 +67,7 @@ class Performer:
         try:
             return await perform_message(ctx.pool, ctx.runtime.redis, message_id, sender=self._sender, kek=self._kek,
                                          clock=ctx.runtime.clock, policy=self._policy, tenant_id=tenant_id,
-                                         on_settled=self._wake)
+                                         on_settled=self._wake, throttle=self._throttle)
         except Exception:  # the relay retries; the record is in PostgreSQL
             _log.exception("perform_attempt_failed", message_id=message_id)
             return None

@@ -22,6 +22,7 @@ from celery.signals import worker_process_shutdown
 from frontdoor_core.clock import utc_now
 from frontdoor_operations import ledger
 from frontdoor_operations.perform import perform_message
+from frontdoor_webhooks.delivery import RedisThrottle
 from frontdoor_webhooks.delivery import deliver as deliver_one
 from frontdoor_webhooks.messages import prune
 
@@ -41,11 +42,13 @@ class _InFlight:
 
 
 async def _attempt(rt: WorkerRuntime, message_id: str, purpose: str | None) -> None:
+    throttle = RedisThrottle(rt.redis)  # endpoints' rate_limit_per_second, across every worker
     if purpose == "perform":
         await perform_message(rt.pool, rt.redis, message_id, sender=rt.sender, kek=rt.kek, clock=utc_now,
-                              policy=rt.policy)
+                              policy=rt.policy, throttle=throttle)
     elif purpose is not None:
-        await deliver_one(rt.pool, message_id, sender=rt.sender, kek=rt.kek, clock=utc_now, policy=rt.policy)
+        await deliver_one(rt.pool, message_id, sender=rt.sender, kek=rt.kek, clock=utc_now, policy=rt.policy,
+                          throttle=throttle)
 
 
 async def _logged(rt: WorkerRuntime, message_id: str, purpose: str | None) -> None:
