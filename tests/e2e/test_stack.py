@@ -340,7 +340,8 @@ def test_device_sign_in_end_to_end_then_disconnect(stack: Stack) -> None:
     secret = {"device code": device["device_code"], "user code": device["user_code"],
               "user code (typed)": device["user_code"].replace("-", ""), "Session Token": signed_out,
               "signed-in Session Token": token, "Account Token": signed["refresh_token"],
-              "password": northwind_password(stack)}
+              "password": northwind_password(stack),
+              "webhook secret": json.loads((stack.data_dir / "northwind-webhook.json").read_text())["secret"]}
     assert not [name for name, value in secret.items() if value in logs]
 
 

@@ -54,7 +54,9 @@ def openapi_document() -> dict[str, Any]:
     errors = {str(code): {"description": text, "content": {"application/json": {"schema": ref("Error")}}}
               for code, text in ((400, "invalid_request"), (401, "invalid_client: not this tenant's credential"),
                                  (403, "extension_required"), (404, "operation_not_found / unknown_kind"),
-                                 (409, "session_inactive / not_proposed / outcome_conflict / terms_changed"))}
+                                 (409, "session_inactive / not_proposed / outcome_conflict / terms_changed"),
+                                 (413, "the body is larger than FRONTDOOR_MAX_BODY_BYTES"),
+                                 (503, "temporarily_unavailable: retry after Retry-After"))}
 
     def body(name: str) -> dict[str, Any]:
         return {"required": True, "content": {"application/json": {"schema": ref(name)}}}

@@ -1,0 +1,92 @@
+"""Property-based fuzzing of the ledger API companies call (schemathesis), from its served OpenAPI.
+
+Every operation of ``/openapi.json`` gets generated requests, schema-valid and not, with a
+fixed seed, authenticated with the tenant's resource-server credential, and with a real
+operation ID and the tenant's slug offered beside generated ones. Checks: no 5xx, only
+declared statuses and media types, bodies matching the declared schemas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tests.conftest import unique
+from tests.integration.ledger.conftest import LEDGER, Shop
+from tests.support.agent import TestAgent
+
+schemathesis = pytest.importorskip("schemathesis")
+hypothesis = pytest.importorskip("hypothesis")
+
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from schemathesis import GenerationMode  # noqa: E402
+from schemathesis.checks import not_a_server_error  # noqa: E402
+from schemathesis.core.failures import FailureGroup  # noqa: E402
+from schemathesis.specs.openapi.checks import (  # noqa: E402
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+MAX_EXAMPLES = 25
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+
+
+async def test_the_ledger_api_survives_fuzzing(shop: Shop, agent: TestAgent) -> None:
+    user = unique("usr_")
+    tokens = await shop.company.sign_in(agent, user, unique("acct_"))
+    proposed = await shop.propose(tokens, agent, user)
+    real = {"slug": shop.tenant.slug, "operation_id": proposed.json()["operation"]["operation_id"]}
+    spec = (await shop.ledger.get("/openapi.json")).json()
+    schema = schemathesis.openapi.from_dict(spec)
+    loop = asyncio.get_running_loop()
+    failures: dict[tuple[str, int], str] = {}
+    seen: dict[str, set[int]] = {}
+
+    def call(case: Any) -> Any:
+        kwargs = case.as_transport_kwargs(base_url=LEDGER, headers=shop.api)
+        request = {k: kwargs[k] for k in ("method", "url", "headers", "params", "cookies") if kwargs.get(k)}
+        if "json" in kwargs:
+            request["json"] = kwargs["json"]
+        elif kwargs.get("data") is not None:
+            request["content"] = kwargs["data"]
+        return asyncio.run_coroutine_threadsafe(shop.ledger.request(**request), loop).result(timeout=30)
+
+    def fuzz(operation: Any) -> None:
+        label = operation.label
+        names = {p["name"] for p in operation.definition.raw.get("parameters", []) if p.get("in") == "path"}
+        names |= {p["name"] for p in spec["paths"][operation.path].get("parameters", []) if p.get("in") == "path"}
+        fixed = {n: real[n] for n in names if n in real}
+        strategy = st.one_of(
+            operation.as_strategy(generation_mode=GenerationMode.POSITIVE, path_parameters=fixed),
+            operation.as_strategy(generation_mode=GenerationMode.NEGATIVE, path_parameters=fixed),
+            operation.as_strategy(generation_mode=GenerationMode.NEGATIVE))
+
+        @settings(max_examples=MAX_EXAMPLES, derandomize=True, database=None, deadline=None,
+                  phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+        @given(case=strategy)
+        def run(case: Any) -> None:
+            response = call(case)
+            seen.setdefault(label, set()).add(response.status_code)
+            try:
+                case.validate_response(response, checks=CHECKS)
+            except FailureGroup as exc:
+                failures.setdefault((label, response.status_code),
+                                    f"{label} -> {response.status_code}\n{exc}\n{response.text[:500]}")
+
+        run()
+
+    def fuzz_all() -> None:
+        for result in schema.get_all_operations():
+            fuzz(result.ok())
+
+    await asyncio.to_thread(fuzz_all)
+    print("ledger fuzz statuses:", {k: sorted(v) for k, v in seen.items()})
+    assert not failures, f"{len(failures)} failing case(s):\n\n" + "\n\n".join(failures.values())
+    operations = sum(1 for item in spec["paths"].values() for method in item if method != "parameters")
+    assert len(seen) == operations, sorted(seen)
+    # The credential worked: every operation got past authentication at least once.
+    assert all(statuses - {401} for statuses in seen.values()), seen
