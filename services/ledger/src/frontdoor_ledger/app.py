@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from frontdoor_core.clock import Clock
+from frontdoor_core.errors import DomainError
 from frontdoor_core.logging import configure_logging
 from frontdoor_core.outbound import OutboundPolicy, SafeFetcher
 from frontdoor_core.runtime import Runtime
@@ -28,6 +29,7 @@ from frontdoor_tenancy.credentials.key_encryption import Kek
 from litestar import Litestar, Request, Response
 from litestar.exceptions import HTTPException, NotFoundException
 
+from .agent_auth import Refused
 from .context import LedgerContext
 from .http import agent_operations, company_api, openapi
 from .performer import Performer
@@ -48,6 +50,11 @@ def _error(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, str]
     structlog.get_logger("frontdoor.ledger").error("unhandled_exception", exc_info=exc)
     return Response({"error": "server_error", "error_description": "Something went wrong on our side."},
                     status_code=500, headers=headers)
+
+
+def _refused(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    assert isinstance(exc, Refused)
+    return exc.response
 
 
 def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any = None,
@@ -89,7 +96,9 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
     return Litestar(
         route_handlers=[*health_routes("ledger"), *agent_operations.routes, *company_api.routes, *openapi.routes],
         lifespan=[lifespan],
-        exception_handlers={HTTPException: _error, Exception: _error},
+        # Refusals raised by authentication and dependencies, and the use cases' domain errors.
+        exception_handlers={HTTPException: _error, Exception: _error, Refused: _refused,
+                            DomainError: company_api.domain_error},
         middleware=[RequestIdMiddleware, TracingMiddleware,
                     lambda app: SecurityHeadersMiddleware(app, hsts=not settings.is_dev)],
         request_max_body_size=settings.max_body_bytes,

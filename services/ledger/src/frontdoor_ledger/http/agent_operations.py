@@ -82,7 +82,7 @@ async def _owned(ctx: LedgerContext, slug: str, operation_id: str,
 
 
 async def _lapse(ctx: LedgerContext, tenant: LedgerTenant, op: Operation) -> Operation:
-    """Expire a proposal whose time ran out, lazily, and answer the operation as it now is."""
+    """Expire a proposal whose time ran out, lazily (OPS-3.2-01), and answer the operation as it now is."""
     if not is_lapsed(op.view(), ctx.now()):
         return op
     async with ctx.pool.acquire() as conn:
@@ -96,10 +96,7 @@ async def _lapse(ctx: LedgerContext, tenant: LedgerTenant, op: Operation) -> Ope
 async def read_operation(slug: FromPath[str], operation_id: FromPath[str], request: Request[Any, Any, Any],
                          state: State) -> Response[Any]:
     ctx: LedgerContext = state.ctx
-    try:
-        tenant, _, op = await _owned(ctx, slug, operation_id, request)
-    except Refused as refused:
-        return refused.response
+    tenant, _, op = await _owned(ctx, slug, operation_id, request)
     return answer(ctx, await _lapse(ctx, tenant, op))
 
 
@@ -117,10 +114,7 @@ def _terms_changed(op: Operation) -> Response[Any]:
 async def confirm_operation(slug: FromPath[str], operation_id: FromPath[str], request: Request[Any, Any, Any],
                             state: State) -> Response[Any]:
     ctx: LedgerContext = state.ctx
-    try:
-        tenant, caller, op = await _owned(ctx, slug, operation_id, request)
-    except Refused as refused:
-        return refused.response
+    tenant, caller, op = await _owned(ctx, slug, operation_id, request)
     try:
         body = msgspec.json.decode(await request.body(), type=_ConfirmBody)
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -170,10 +164,7 @@ async def confirm_flow(ctx: LedgerContext, tenant: LedgerTenant, caller: CallerV
 async def cancel_operation(slug: FromPath[str], operation_id: FromPath[str], request: Request[Any, Any, Any],
                            state: State) -> Response[Any]:
     ctx: LedgerContext = state.ctx
-    try:
-        tenant, _, op = await _owned(ctx, slug, operation_id, request)
-    except Refused as refused:
-        return refused.response
+    tenant, _, op = await _owned(ctx, slug, operation_id, request)
     decision = cancel_decision(op.view(), ctx.now())
     if decision.action == "expire":
         return answer(ctx, await _lapse(ctx, tenant, op))

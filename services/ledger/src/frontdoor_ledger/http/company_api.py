@@ -16,16 +16,19 @@ from frontdoor_core.errors import Conflict, DomainError, Invalid, NotFound
 from frontdoor_identity import ClientResolutionError
 from frontdoor_operations import ledger
 from frontdoor_operations.ledger import ListFilters, Operation, Proposal, to_wire
-from frontdoor_operations.rules import CallerView, check_owner
+from frontdoor_operations.rules import CallerView, check_owner, is_lapsed
+from frontdoor_protocol import parse_scope
 from frontdoor_sessions import identify_credential, session_store
 from litestar import Request, Response, get, post
 from litestar.datastructures import State
+from litestar.di import Provide
 from litestar.params import FromPath
 
+from ..agent_auth import Refused
 from ..context import LedgerContext, LedgerTenant
 from .agent_operations import confirm_flow
 
-__all__ = ["routes"]
+__all__ = ["domain_error", "routes"]
 
 _NO_STORE = {"Cache-Control": "no-store"}
 _STATUS = {"invalid": 400, "not_found": 404, "conflict": 409, "forbidden": 403, "unavailable": 503}
@@ -38,11 +41,15 @@ def _error(status: int, code: str, description: str, headers: dict[str, str] | N
                     headers={**_NO_STORE, **(headers or {})})
 
 
-def _domain(exc: DomainError) -> Response[Any]:
+def domain_error(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    """The app's handler for a use case's refusal: ``{"error", "error_description"}``, its status."""
+    assert isinstance(exc, DomainError)
     return _error(_STATUS.get(exc.kind, 400), exc.code, exc.detail)
 
 
-async def _company(ctx: LedgerContext, slug: str, request: Request[Any, Any, Any]) -> LedgerTenant | Response[Any]:
+async def provide_company(slug: FromPath[str], request: Request[Any, Any, Any], state: State) -> LedgerTenant:
+    """The tenant at ``slug`` whose resource-server credential the request carries, else a 401 refusal."""
+    ctx: LedgerContext = state.ctx
     tenant = await ctx.tenant(slug)
     scheme, _, credential = request.headers.get("authorization", "").partition(" ")
     cred_id = None
@@ -50,9 +57,12 @@ async def _company(ctx: LedgerContext, slug: str, request: Request[Any, Any, Any
         async with ctx.pool.acquire() as conn:
             cred_id = await identify_credential(conn, tenant.tenant_id, credential.strip())
     if tenant is None or cred_id is None:
-        return _error(401, "invalid_client", "Authenticate with a resource-server credential of this tenant.",
-                      {"WWW-Authenticate": 'Bearer realm="frontdoor-ledger"'})
+        raise Refused(_error(401, "invalid_client", "Authenticate with a resource-server credential of this tenant.",
+                             {"WWW-Authenticate": 'Bearer realm="frontdoor-ledger"'}))
     return tenant
+
+
+_COMPANY = {"company": Provide(provide_company)}
 
 
 def _company_view(op: Operation) -> dict[str, Any]:
@@ -74,16 +84,10 @@ class CallerRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     user_id: str
 
 
-class ProposeBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    kind: str
+class ProposeBody(Proposal, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A proposal (`Proposal`'s members) and the Session the company verified."""
+
     caller: CallerRef
-    summary: str
-    terms: dict[str, Any] | None = None
-    user_approval_required: bool = True
-    expires_in: int | None = None
-    action_key: str | None = None
-    input: dict[str, Any] | None = None
-    url: str | None = None
 
 
 def _decode(raw: bytes, typ: type[Any]) -> Any:
@@ -113,29 +117,20 @@ async def _supports_operations(ctx: LedgerContext, client_id: str) -> bool:
     return bool(client.metadata.extension_version(OPERATIONS_EXTENSION) == OPERATIONS_VERSION)
 
 
-@post("/{slug:str}/v1/operations", status_code=201)
-async def propose(slug: FromPath[str], request: Request[Any, Any, Any], state: State) -> Response[Any]:
+@post("/{slug:str}/v1/operations", status_code=201, dependencies=_COMPANY)
+async def propose(company: LedgerTenant, request: Request[Any, Any, Any], state: State) -> Response[Any]:
     ctx: LedgerContext = state.ctx
-    tenant = await _company(ctx, slug, request)
-    if isinstance(tenant, Response):
-        return tenant
-    try:
-        body: ProposeBody = _decode(await request.body(), ProposeBody)
-        session = await _live_session(ctx, tenant, body.caller.session_id)
-        if session.client_id != body.caller.client_id or session.user_id != body.caller.user_id:
-            raise Conflict("session_inactive", "That Session is not this agent's and user's.")
-        if not await _supports_operations(ctx, session.client_id):
-            return _error(403, "extension_required", "The agent does not support the operations extension.")
-        owner = CallerView(client_id=session.client_id, user_id=session.user_id, session_id=session.id,
-                           account=session.account_id if session.signed_in else None)
-        proposal = Proposal(kind=body.kind, summary=body.summary, terms=body.terms,
-                            user_approval_required=body.user_approval_required, expires_in=body.expires_in,
-                            action_key=body.action_key, input=body.input, url=body.url)
-        async with ctx.pool.acquire() as conn:
-            op, created = await ledger.propose(conn, tenant.tenant_id, owner, proposal, now=ctx.now(),
-                                               allow_http_loopback=ctx.settings.is_dev)
-    except DomainError as exc:
-        return _domain(exc)
+    body: ProposeBody = _decode(await request.body(), ProposeBody)
+    session = await _live_session(ctx, company, body.caller.session_id)
+    if session.client_id != body.caller.client_id or session.user_id != body.caller.user_id:
+        raise Conflict("session_inactive", "That Session is not this agent's and user's.")
+    if not await _supports_operations(ctx, session.client_id):
+        return _error(403, "extension_required", "The agent does not support the operations extension.")
+    owner = CallerView(client_id=session.client_id, user_id=session.user_id, session_id=session.id,
+                       account=session.account_id if session.signed_in else None)
+    async with ctx.pool.acquire() as conn:
+        op, created = await ledger.propose(conn, company.tenant_id, owner, body, now=ctx.now(),
+                                           allow_http_loopback=ctx.settings.is_dev)
     return Response({"operation": to_wire(op)}, status_code=201 if created else 200, headers=_NO_STORE)
 
 
@@ -146,21 +141,15 @@ class ReviseBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     expires_in: int | None = None
 
 
-@post("/{slug:str}/v1/operations/{operation_id:str}/revisions", status_code=200)
-async def revise(slug: FromPath[str], operation_id: FromPath[str], request: Request[Any, Any, Any],
+@post("/{slug:str}/v1/operations/{operation_id:str}/revisions", status_code=200, dependencies=_COMPANY)
+async def revise(company: LedgerTenant, operation_id: FromPath[str], request: Request[Any, Any, Any],
                  state: State) -> Response[Any]:
     ctx: LedgerContext = state.ctx
-    tenant = await _company(ctx, slug, request)
-    if isinstance(tenant, Response):
-        return tenant
-    try:
-        body: ReviseBody = _decode(await request.body(), ReviseBody)
-        async with ctx.pool.acquire() as conn:
-            op = await ledger.revise(conn, tenant.tenant_id, operation_id, summary=body.summary, terms=body.terms,
-                                     user_approval_required=body.user_approval_required,
-                                     expires_in=body.expires_in, now=ctx.now())
-    except DomainError as exc:
-        return _domain(exc)
+    body: ReviseBody = _decode(await request.body(), ReviseBody)
+    async with ctx.pool.acquire() as conn:
+        op = await ledger.revise(conn, company.tenant_id, operation_id, summary=body.summary, terms=body.terms,
+                                 user_approval_required=body.user_approval_required,
+                                 expires_in=body.expires_in, now=ctx.now())
     return Response({"operation": to_wire(op)}, status_code=200, headers=_NO_STORE)
 
 
@@ -169,37 +158,27 @@ class OutcomeBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     result: dict[str, Any]
 
 
-@post("/{slug:str}/v1/operations/{operation_id:str}/outcome", status_code=200)
-async def report_outcome(slug: FromPath[str], operation_id: FromPath[str], request: Request[Any, Any, Any],
+@post("/{slug:str}/v1/operations/{operation_id:str}/outcome", status_code=200, dependencies=_COMPANY)
+async def report_outcome(company: LedgerTenant, operation_id: FromPath[str], request: Request[Any, Any, Any],
                          state: State) -> Response[Any]:
     ctx: LedgerContext = state.ctx
-    tenant = await _company(ctx, slug, request)
-    if isinstance(tenant, Response):
-        return tenant
-    try:
-        body: OutcomeBody = _decode(await request.body(), OutcomeBody)
-        async with ctx.pool.acquire() as conn:
-            op, changed = await ledger.record_outcome(conn, tenant.tenant_id, operation_id, outcome=body.outcome,
-                                                      result=body.result, now=ctx.now())
-    except DomainError as exc:
-        return _domain(exc)
+    body: OutcomeBody = _decode(await request.body(), OutcomeBody)
+    async with ctx.pool.acquire() as conn:
+        op, changed = await ledger.record_outcome(conn, company.tenant_id, operation_id, outcome=body.outcome,
+                                                  result=body.result, now=ctx.now())
     if changed:
         await ctx.settled(op.id)
     return Response({"operation": to_wire(op)}, status_code=200, headers=_NO_STORE)
 
 
-@get("/{slug:str}/v1/operations/{operation_id:str}")
-async def read(slug: FromPath[str], operation_id: FromPath[str], request: Request[Any, Any, Any],
-               state: State) -> Response[Any]:
+@get("/{slug:str}/v1/operations/{operation_id:str}", dependencies=_COMPANY)
+async def read(company: LedgerTenant, operation_id: FromPath[str], state: State) -> Response[Any]:
     ctx: LedgerContext = state.ctx
-    tenant = await _company(ctx, slug, request)
-    if isinstance(tenant, Response):
-        return tenant
     async with ctx.pool.acquire() as conn:
-        op = await ledger.get_operation(conn, tenant.tenant_id, operation_id)
-        if op is not None and op.state == "proposed" and op.expires_at <= ctx.now():
-            await ledger.expire(conn, tenant.tenant_id, op.id, now=ctx.now())
-            op = await ledger.get_operation(conn, tenant.tenant_id, operation_id)
+        op = await ledger.get_operation(conn, company.tenant_id, operation_id)
+        if op is not None and is_lapsed(op.view(), ctx.now()):
+            await ledger.expire(conn, company.tenant_id, op.id, now=ctx.now())
+            op = await ledger.get_operation(conn, company.tenant_id, operation_id)
     if op is None:
         return _error(404, "operation_not_found", "No such operation.")
     return Response(_company_view(op), status_code=200, headers=_NO_STORE)
@@ -234,33 +213,27 @@ def _time(value: str | None, name: str) -> datetime | None:
     return parsed
 
 
-@get("/{slug:str}/v1/operations")
-async def list_all(slug: FromPath[str], request: Request[Any, Any, Any], state: State) -> Response[Any]:
+@get("/{slug:str}/v1/operations", dependencies=_COMPANY)
+async def list_all(company: LedgerTenant, request: Request[Any, Any, Any], state: State) -> Response[Any]:
     ctx: LedgerContext = state.ctx
-    tenant = await _company(ctx, slug, request)
-    if isinstance(tenant, Response):
-        return tenant
     q = request.query_params
-    try:
-        if any("\x00" in value or len(value) > 2048 for value in q.values()):
-            raise Invalid("invalid_request", "A query parameter is not acceptable.")
-        state_filter = q.get("state")
-        if state_filter is not None and state_filter not in _STATES:
-            raise Invalid("invalid_request", "state must be one of " + ", ".join(_STATES) + ".")
-        limit_text = q.get("limit", "50")
-        if not limit_text.isdigit() or not 1 <= int(limit_text) <= 200:
-            raise Invalid("invalid_request", "limit must be 1 to 200.")
-        filters = ListFilters(state=state_filter, kind=q.get("kind"), account=q.get("account"),
-                              client_id=q.get("client_id"), since=_time(q.get("since"), "since"),
-                              until=_time(q.get("until"), "until"),
-                              attention=q.get("needs_attention") == "true" or None)
-        cursor = q.get("cursor")
-        before = _parse_cursor(cursor) if cursor else None
-        limit = int(limit_text)
-        async with ctx.pool.acquire() as conn:
-            ops = await ledger.list_operations(conn, tenant.tenant_id, filters, limit=limit + 1, before=before)
-    except DomainError as exc:
-        return _domain(exc)
+    if any("\x00" in value or len(value) > 2048 for value in q.values()):
+        raise Invalid("invalid_request", "A query parameter is not acceptable.")
+    state_filter = q.get("state")
+    if state_filter is not None and state_filter not in _STATES:
+        raise Invalid("invalid_request", "state must be one of " + ", ".join(_STATES) + ".")
+    limit_text = q.get("limit", "50")
+    if not limit_text.isdigit() or not 1 <= int(limit_text) <= 200:
+        raise Invalid("invalid_request", "limit must be 1 to 200.")
+    filters = ListFilters(state=state_filter, kind=q.get("kind"), account=q.get("account"),
+                          client_id=q.get("client_id"), since=_time(q.get("since"), "since"),
+                          until=_time(q.get("until"), "until"),
+                          attention=q.get("needs_attention") == "true" or None)
+    cursor = q.get("cursor")
+    before = _parse_cursor(cursor) if cursor else None
+    limit = int(limit_text)
+    async with ctx.pool.acquire() as conn:
+        ops = await ledger.list_operations(conn, company.tenant_id, filters, limit=limit + 1, before=before)
     more = len(ops) > limit
     ops = ops[:limit]
     return Response({"items": [_company_view(op) for op in ops],
@@ -274,27 +247,21 @@ class WebConfirmBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     approved_by: Literal["user"] = "user"
 
 
-@post("/{slug:str}/v1/operations/{operation_id:str}/confirm", status_code=200)
-async def confirm_on_website(slug: FromPath[str], operation_id: FromPath[str], request: Request[Any, Any, Any],
+@post("/{slug:str}/v1/operations/{operation_id:str}/confirm", status_code=200, dependencies=_COMPANY)
+async def confirm_on_website(company: LedgerTenant, operation_id: FromPath[str], request: Request[Any, Any, Any],
                              state: State) -> Response[Any]:
     """The user confirmed on the company's own page, in the agent's Session (Operations §4.4)."""
     ctx: LedgerContext = state.ctx
-    tenant = await _company(ctx, slug, request)
-    if isinstance(tenant, Response):
-        return tenant
-    try:
-        body: WebConfirmBody = _decode(await request.body(), WebConfirmBody)
-        session = await _live_session(ctx, tenant, body.session_id)
-        async with ctx.pool.acquire() as conn:
-            op = await ledger.get_operation(conn, tenant.tenant_id, operation_id)
-        caller = CallerView(client_id=session.client_id, user_id=session.user_id, session_id=session.id,
-                            account=session.account_id if session.signed_in else None,
-                            scopes=frozenset((session.scope or "").split()) if session.signed_in else frozenset())
-        if op is None or check_owner(op.view(), caller) is not None:
-            raise NotFound("operation_not_found", "No such operation in that Session.")
-    except DomainError as exc:
-        return _domain(exc)
-    response = await confirm_flow(ctx, tenant, caller, op, revision=body.revision, approved_by=body.approved_by,
+    body: WebConfirmBody = _decode(await request.body(), WebConfirmBody)
+    session = await _live_session(ctx, company, body.session_id)
+    async with ctx.pool.acquire() as conn:
+        op = await ledger.get_operation(conn, company.tenant_id, operation_id)
+    caller = CallerView(client_id=session.client_id, user_id=session.user_id, session_id=session.id,
+                        account=session.account_id if session.signed_in else None,
+                        scopes=frozenset(parse_scope(session.scope or "")) if session.signed_in else frozenset())
+    if op is None or check_owner(op.view(), caller) is not None:
+        raise NotFound("operation_not_found", "No such operation in that Session.")
+    response = await confirm_flow(ctx, company, caller, op, revision=body.revision, approved_by=body.approved_by,
                                   via="website")
     if response.status_code == 200 and isinstance(response.content, dict):
         return Response({"operation": response.content}, status_code=200, headers=dict(response.headers))
