@@ -20,6 +20,7 @@ import pytest
 from frontdoor_core.settings import Settings, load_settings
 
 from tests.support.dns_server import LocalDNS
+from tests.support.mock_web import MockWeb
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -77,6 +78,25 @@ async def live_console(browser_settings: Settings, migrated: str) -> AsyncIterat
     finally:
         server.should_exit = True
         await asyncio.wait_for(task, timeout=10)
+
+
+@pytest.fixture(scope="session")
+def agent_web() -> MockWeb:
+    """Where the issuer fetches agents' metadata and keys (``TestAgent.publish``)."""
+    return MockWeb()
+
+
+@pytest.fixture(scope="session")
+async def live_issuer(browser_settings: Settings, migrated: str, agent_web: MockWeb) -> AsyncIterator[Any]:
+    """The real issuer app, in-process over ASGI, on the same database and Redis as the console:
+    agents start Sessions here and resource servers introspect their tokens here."""
+    from frontdoor_core.outbound import SafeFetcher
+    from frontdoor_issuer.app import create_app
+    from litestar.testing import AsyncTestClient
+
+    app = create_app(browser_settings, fetcher=SafeFetcher(transport=agent_web))
+    async with AsyncTestClient(app, base_url="http://127.0.0.1:8001") as client:
+        yield client
 
 
 @pytest.fixture(scope="session")

@@ -14,14 +14,17 @@ from typing import Any
 
 import pytest
 from frontdoor_core.ids import new_id
-from frontdoor_sessions import find_session
 from playwright.async_api import expect
 
+from tests.browser.demo_data import seed_demo_month
 from tests.conftest import unique
 from tests.integration.conftest import STRONG_PASSWORD
+from tests.support.agent import TestAgent as Agent  # (not collected as a test class)
 from tests.support.dns_server import LocalDNS
+from tests.support.mock_web import MockWeb
 
 pytestmark = pytest.mark.browser
+BROWSER_ISSUER = "http://127.0.0.1:8001"  # FRONTDOOR_ISSUER_BASE_URL of browser_settings
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 
 
@@ -84,23 +87,47 @@ async def test_sign_up_add_a_domain_and_see_it_verified(context: Any, db: Any, d
     await page.click("nav >> text=Overview")
     await expect(page.locator("[data-count=domains-verified]")).to_have_text("1")
     if os.environ.get("FRONTDOOR_DOCS_SCREENSHOT"):
+        # The docs' picture: this tenant with a month of traffic (sessions, operations, a failing endpoint).
+        await seed_demo_month(db, await _tenant_id(db, email))
+        await page.reload()
+        await expect(page.locator("[data-chart=sessions] g.chart-bar")).to_have_count(30)
         DOCS_IMG.mkdir(parents=True, exist_ok=True)
-        await page.screenshot(path=str(DOCS_IMG / "overview.png"))
+        await page.screenshot(path=str(DOCS_IMG / "overview.png"), full_page=True)
 
 
-async def test_a_session_appears_live_then_is_revoked_and_an_agent_is_blocked(context: Any, db: Any) -> None:
+async def test_a_session_appears_live_then_is_revoked_and_an_agent_is_blocked(
+    context: Any, db: Any, live_issuer: Any, agent_web: MockWeb,
+) -> None:
     page = await context.new_page()
-    _, email = await _sign_up(page)
+    slug, email = await _sign_up(page)
+    api_key = (await page.locator("#new-api-key").inner_text()).strip()
     await _sign_in(page, email)
-    tenant_id = await _tenant_id(db, email)
-    agent = await _agent(db, tenant_id, "Pocket Assistant")
+    issuer = f"{BROWSER_ISSUER}/{slug}"
+    # The company's resource server introspects the agent's tokens with its own credential.
+    r = await page.request.post("/api/v1/resource-credentials", data={"name": "orders-api"},
+                                headers={"Authorization": f"Bearer {api_key}"})
+    assert r.status == 201, await r.text()
+    credential = (await r.json())["secret"]
+    agent = Agent(host=f"{unique('pocket-')}.example", name="Pocket Assistant").publish(agent_web)
+
+    async def start_session(session_id: str | None = None) -> Any:
+        extra = {"session_id": session_id} if session_id else {}
+        return await live_issuer.post(f"/{slug}/oauth/token", data=agent.token_form(issuer, "user-1", **extra),
+                                      headers={"DPoP": agent.dpop("POST", f"{issuer}/oauth/token")})
+
+    async def introspect(token: str) -> dict[str, Any]:
+        r = await live_issuer.post(f"/{slug}/oauth/introspect", data={"token": token},
+                                   headers={"Authorization": f"Bearer {credential}"})
+        assert r.status_code == 200, r.text
+        return dict(r.json())
 
     await page.click("nav >> text=Sessions")
     await expect(page.locator("#session-rows")).to_contain_text("No Sessions match")
-    # The agent starts a Session while the page is open: the list's poll brings it in.
-    session_id = new_id("ses")
-    await db.execute("INSERT INTO pap_sessions (tenant_id, id, client_id, user_id, created_at, last_used_at)"
-                     " VALUES ($1, $2, $3, 'user-1', now(), now())", tenant_id, session_id, agent)
+    # The agent starts a Session at the real issuer while the page is open: the list's poll brings it in.
+    started = await start_session()
+    assert started.status_code == 200, started.text
+    session_id, token = started.json()["session_id"], started.json()["access_token"]
+    assert (await introspect(token))["active"] is True
     row = page.locator(f"tr[data-session='{session_id}']")
     await expect(row).to_contain_text("Pocket Assistant", timeout=8000)
 
@@ -109,9 +136,10 @@ async def test_a_session_appears_live_then_is_revoked_and_an_agent_is_blocked(co
     await page.click("button:has-text('Revoke Session')")
     await expect(page.locator("p.notice")).to_contain_text("Session revoked")
     await expect(page.locator(f"tr[data-session='{session_id}']")).to_have_count(0)
-    # What the token endpoint and introspection read: the Session is over.
-    ended = await find_session(db, tenant_id, session_id)
-    assert ended is not None and not ended.live
+    # The agent's next calls are refused: its token introspects inactive, renewing the Session fails.
+    assert await introspect(token) == {"active": False}
+    renewed = await start_session(session_id)
+    assert renewed.status_code == 400 and renewed.json()["error"] == "invalid_session", renewed.text
 
     await page.click("nav >> text=Agents")
     await page.locator("tr", has_text="Pocket Assistant").locator("text=Block…").click()
@@ -119,6 +147,9 @@ async def test_a_session_appears_live_then_is_revoked_and_an_agent_is_blocked(co
     await page.click("button:has-text('Block agent')")
     await expect(page.locator("p.notice")).to_contain_text("Agent blocked")
     await expect(page.locator("tr", has_text="Pocket Assistant").locator(".status")).to_have_text("blocked")
+    # A blocked agent cannot start a new Session either.
+    refused = await start_session()
+    assert refused.json()["error"] == "unauthorized_client", refused.text
     await page.click("nav >> text=Audit log")
     await expect(page.locator("main")).to_contain_text("session.revoked")
     await expect(page.locator("main")).to_contain_text("agent.blocked")

@@ -12,6 +12,7 @@ import standardwebhooks
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from frontdoor_core.runtime import Runtime
+from frontdoor_sdk import WebhookVerifier
 from frontdoor_webhooks import enqueue_message, payload_for, run_recoveries, run_recovery_chunk
 from litestar.testing import AsyncTestClient
 
@@ -98,6 +99,9 @@ async def test_ed25519_signing_key_lifecycle(console: AsyncTestClient[Any], tena
     assert [e.split(",")[0] for e in request.headers["webhook-signature"].split(" ")] == ["v1", "v1a"]
     assert _v1a_keys_that_verify([first], request) == [first]
     standardwebhooks.Webhook(inbox.secret).verify(request.content, dict(request.headers))
+    # The sdk verifies it with the public key alone, as a company's receiver would.
+    assert WebhookVerifier(public_keys=first).check_signature(request.content, request.headers)[0] == \
+        request.headers["webhook-id"]
 
     # Rotation with an overlap: both keys sign until it ends.
     r = await console.post(f"{base}/signing-key", json={"overlap_seconds": 3600}, headers=tenant.auth)
@@ -109,6 +113,8 @@ async def test_ed25519_signing_key_lifecycle(console: AsyncTestClient[Any], tena
     await console.post(f"{base}/test", headers=tenant.auth)
     [request] = await inbox.forward_and_deliver()
     assert sorted(_v1a_keys_that_verify([first, second], request)) == sorted([first, second])
+    for key in (first, second):
+        WebhookVerifier(public_keys=key).check_signature(request.content, request.headers)
 
     assert (await console.get(f"{base}/signing-key", headers=other_tenant.auth)).status_code == 404
     assert (await console.post(f"{base}/signing-key", headers=other_tenant.auth)).status_code == 404

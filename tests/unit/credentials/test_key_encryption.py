@@ -192,3 +192,21 @@ def test_decryption_error_does_not_reveal_plaintext(kek: Kek) -> None:
     with pytest.raises(DecryptionError) as caught:
         kek.decrypt(blob, aad=AAD_B)
     assert "hunter2" not in str(caught.value)
+
+
+def test_reencrypt_moves_a_blob_to_the_current_key_with_its_aad() -> None:
+    old, new = generate_kek_value(), generate_kek_value()
+    blob = Kek.from_env_value(old).encrypt(b"secret", aad=AAD_A)
+    rotated = Kek.from_env_value(f"{new},{old}")
+    moved = rotated.reencrypt(blob, aad=AAD_A)
+    assert moved != blob and rotated.is_current(moved) and moved[1:9] == rotated.current_id_bytes
+    assert Kek.from_env_value(new).decrypt(moved, aad=AAD_A) == b"secret"
+    with pytest.raises(DecryptionError):
+        Kek.from_env_value(new).decrypt(moved, aad=AAD_B)
+    assert rotated.reencrypt(moved, aad=AAD_A) is moved  # already current: untouched
+    with pytest.raises(DecryptionError) as wrong_aad:
+        rotated.reencrypt(blob, aad=AAD_B)
+    assert wrong_aad.value.reason == "authentication_failed"
+    with pytest.raises(DecryptionError) as unknown:
+        Kek.from_env_value(new).reencrypt(blob, aad=AAD_A)
+    assert unknown.value.reason == "unknown_kek"

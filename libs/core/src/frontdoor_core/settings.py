@@ -78,7 +78,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     webhook_retry_schedule: Annotated[str, _doc("Comma-separated delays before each delivery attempt, the first attempt included; a message is exhausted after the last.")] = "0s,5s,5m,30m,2h,5h,10h,10h"
     webhook_retry_jitter: Annotated[float, _doc("Each retry delay is spread by up to this fraction either way.")] = 0.1
     webhook_retry_after_max: Annotated[timedelta, _doc("The longest receiver `Retry-After` honoured; longer ones are capped.")] = timedelta(hours=1)
-    webhook_retention: Annotated[timedelta, _doc("How long delivered and exhausted messages keep their payload and attempts before they are pruned.")] = timedelta(days=30)
+    webhook_retention: Annotated[timedelta, _doc("How long delivered and exhausted messages keep their payload and attempts before they are pruned; forwarded outbox events are pruned after the same period.")] = timedelta(days=30)
     webhook_disable_after: Annotated[timedelta, _doc("An endpoint whose every attempt failed for this long is disabled (its messages wait).")] = timedelta(days=5)
     webhook_secret_overlap: Annotated[timedelta, _doc("Default time a rotated webhook secret keeps signing beside the new one.")] = timedelta(hours=24)
 

@@ -9,7 +9,7 @@ is scoped by ``tenant_id``.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, Final
 
 import asyncpg
@@ -20,11 +20,14 @@ from .ledger import _FROM, _OP_COLS, ListFilters, Operation, Revision, _op
 __all__ = [
     "STATES",
     "STUCK_AFTER",
+    "DailyOperations",
     "DeliveryHealth",
     "RevisionChange",
     "count_by_state",
     "count_stuck",
+    "daily_operations",
     "delivery_health",
+    "failed_attempts_by_day",
     "is_stuck",
     "kinds_in_use",
     "list_filtered",
@@ -127,13 +130,52 @@ async def delivery_health(conn: asyncpg.Connection, tenant_id: str, *, now: date
         "   AND created_at >= $2) AS failed_24h,"
         " (SELECT count(*) FROM webhook_messages WHERE tenant_id = $1 AND state IN ('exhausted', 'aborted')"
         "   AND created_at >= $3) AS failed_30d,"
-        " (SELECT count(*) FROM webhook_attempts WHERE tenant_id = $1 AND started_at >= $2"
-        "   AND error_class IS NOT NULL) AS failed_attempts_24h,"
+        " (SELECT count(*) FROM webhook_endpoints e CROSS JOIN LATERAL (SELECT 1 FROM webhook_attempts a"
+        "   WHERE a.tenant_id = e.tenant_id AND a.endpoint_id = e.id AND a.started_at >= $2"
+        "   AND a.error_class IS NOT NULL) f WHERE e.tenant_id = $1) AS failed_attempts_24h,"
         " (SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $1 AND NOT enabled) AS disabled_endpoints,"
         " (SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $1 AND enabled AND failing_since IS NOT NULL)"
         "   AS failing_endpoints",
         tenant_id, now - timedelta(hours=24), now - timedelta(days=30))
     return DeliveryHealth(**{k: int(v) for k, v in dict(row).items()})
+
+
+# ---------------------------------------------------------------- daily counts
+
+
+class DailyOperations(msgspec.Struct, frozen=True, kw_only=True):
+    """Operations proposed on one UTC day, and of those how many have succeeded or failed by now."""
+
+    proposed: int
+    succeeded: int
+    failed: int
+
+
+async def daily_operations(conn: asyncpg.Connection, tenant_id: str, *, since: datetime) -> dict[date, DailyOperations]:
+    """Operations created per UTC day since ``since`` (days without one omitted); a range of ``operations_recent``."""
+    rows = await conn.fetch(
+        "SELECT (date_trunc('day', created_at AT TIME ZONE 'UTC'))::date AS day, count(*) AS proposed,"
+        " count(*) FILTER (WHERE state = 'succeeded') AS succeeded, count(*) FILTER (WHERE state = 'failed') AS failed"
+        " FROM operations WHERE tenant_id = $1 AND created_at >= $2 GROUP BY 1", tenant_id, since)
+    return {r["day"]: DailyOperations(proposed=int(r["proposed"]), succeeded=int(r["succeeded"]), failed=int(r["failed"]))
+            for r in rows}
+
+
+async def failed_attempts_by_day(conn: asyncpg.Connection, tenant_id: str, *, since: datetime) -> dict[date, int]:
+    """Failed webhook attempts (any event type) per UTC day since ``since``; days without one omitted.
+
+    Attempts are indexed by ``(tenant_id, endpoint_id, started_at)`` and every attempt's
+    endpoint exists (deleting an endpoint deletes its messages and their attempts), so the
+    query walks the tenant's endpoints and reads one index range per endpoint instead of
+    every attempt the tenant ever made.
+    """
+    rows = await conn.fetch(
+        "SELECT (date_trunc('day', a.started_at AT TIME ZONE 'UTC'))::date AS day, count(*) AS n"
+        " FROM webhook_endpoints e CROSS JOIN LATERAL ("
+        "   SELECT started_at FROM webhook_attempts WHERE tenant_id = e.tenant_id AND endpoint_id = e.id"
+        "   AND started_at >= $2 AND error_class IS NOT NULL) a"
+        " WHERE e.tenant_id = $1 GROUP BY 1", tenant_id, since)
+    return {r["day"]: int(r["n"]) for r in rows}
 
 
 # ---------------------------------------------------------------- revisions

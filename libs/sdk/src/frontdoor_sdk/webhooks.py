@@ -6,11 +6,15 @@ Frontdoor signs every delivery the Standard Webhooks way (https://www.standardwe
 - ``webhook-timestamp``: the attempt's time, integer seconds since the epoch;
 - ``webhook-signature``: one or more space-separated ``v1,<base64>`` entries (several
   while a secret is being rotated), each ``HMAC-SHA256(key, "{id}.{timestamp}.{body}")``
-  with ``key`` the base64-decoded part of your endpoint's ``whsec_...`` secret.
+  with ``key`` the base64-decoded part of your endpoint's ``whsec_...`` secret; and, for
+  an endpoint using Ed25519 (``signing_scheme: v1a``), ``v1a,<base64>`` entries: an
+  Ed25519 signature over the same content, verified with the endpoint's public key
+  ``whpk_...`` (base64 of the raw 32-byte key), which is not secret.
 
-:class:`WebhookVerifier` checks the signature against every secret you give it (in
-constant time), that the timestamp is within ``tolerance`` of now either way, and parses
-the body into a :class:`WebhookEvent`. Anything wrong is a
+:class:`WebhookVerifier` checks the signature against every secret (in constant time)
+and public key you give it, accepting the delivery when any of them verifies any entry,
+that the timestamp is within ``tolerance`` of now either way, and parses the body into a
+:class:`WebhookEvent`. Anything wrong is a
 :class:`WebhookVerificationError`: answer ``401`` (or ``400``) and perform nothing.
 
 **Retries and replays.** Deliveries are at least once: a retry (your answer was lost, you
@@ -47,6 +51,8 @@ from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 import msgspec
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from frontdoor_protocol import RequestHeaders, header_values
 
 from frontdoor_sdk.clock import Clock, utc_now
@@ -64,6 +70,9 @@ __all__ = [
 DEFAULT_TOLERANCE: Final = 300.0
 """Seconds a delivery's timestamp may be away from now, either way (Standard Webhooks: 5 minutes)."""
 SECRET_PREFIX: Final = "whsec_"
+PUBLIC_KEY_PREFIX: Final = "whpk_"
+_ED25519_KEY: Final = 32
+_ED25519_SIGNATURE: Final = 64
 _MAX_BODY: Final = 1024 * 1024
 _MAX_ID: Final = 255
 _MAX_SIGNATURE_HEADER: Final = 8192
@@ -130,6 +139,8 @@ class WebhookEvent:
 def _key(secret: str) -> bytes:
     if not isinstance(secret, str) or not secret:
         raise ValueError("a webhook secret must be a non-empty whsec_... string")
+    if secret.startswith(PUBLIC_KEY_PREFIX):
+        raise ValueError("a whpk_ public key is not a secret: pass it as public_keys=")
     encoded = secret.removeprefix(SECRET_PREFIX)
     try:
         key = base64.b64decode(encoded, validate=True)
@@ -138,6 +149,18 @@ def _key(secret: str) -> bytes:
     if not _MIN_KEY <= len(key) <= _MAX_KEY:
         raise ValueError(f"a webhook secret's key must be {_MIN_KEY} to {_MAX_KEY} bytes")
     return key
+
+
+def _public_key(value: str) -> Ed25519PublicKey:
+    if not isinstance(value, str) or not value.startswith(PUBLIC_KEY_PREFIX):
+        raise ValueError("a webhook public key must be a whpk_... string")
+    try:
+        raw = base64.b64decode(value[len(PUBLIC_KEY_PREFIX):], validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("a webhook public key must be whpk_ followed by base64") from None
+    if len(raw) != _ED25519_KEY:
+        raise ValueError(f"a webhook public key holds {_ED25519_KEY} bytes (Ed25519)")
+    return Ed25519PublicKey.from_public_bytes(raw)
 
 
 def _signature(key: bytes, msg_id: str, timestamp: int, body: bytes) -> bytes:
@@ -159,6 +182,14 @@ def sign_webhook(secret: str, msg_id: str, timestamp: int | datetime, body: byte
     return "v1," + base64.b64encode(_signature(_key(secret), msg_id, seconds, body)).decode()
 
 
+def _ed25519_verifies(key: Ed25519PublicKey, signature: bytes, content: bytes) -> bool:
+    try:
+        key.verify(signature, content)
+    except InvalidSignature:
+        return False
+    return True
+
+
 def _one(headers: RequestHeaders, name: str) -> str:
     values = header_values(headers, name)
     if len(values) != 1 or not values[0].strip():
@@ -173,11 +204,15 @@ class _Payload(msgspec.Struct):
 
 
 class WebhookVerifier:
-    """Verifies Standard Webhooks deliveries signed with one of your endpoint's secrets.
+    """Verifies Standard Webhooks deliveries signed with one of your endpoint's secrets or keys.
 
     Args:
         secrets: The endpoint's secret (``whsec_...``), or several while rotating: a
-            signature made with any of them is accepted.
+            ``v1`` signature made with any of them is accepted. May be empty when
+            ``public_keys`` is given.
+        public_keys: The endpoint's Ed25519 public key (``whpk_...``, as the management
+            API shows it), or several while it rotates: a ``v1a`` signature verified by
+            any of them is accepted too. A ``v1a``-only receiver holds no shared secret.
         tolerance: Seconds the ``webhook-timestamp`` may differ from now, either way.
         replay_cache: Where ``webhook-id`` values are remembered to mark retries
             ``duplicate``; in-process by default, ``None`` to remember nothing. The
@@ -188,13 +223,15 @@ class WebhookVerifier:
         max_body: The largest body accepted, in bytes.
 
     Raises:
-        ValueError: If a secret is not ``whsec_`` + base64 of 16 to 128 bytes, or none is given.
+        ValueError: If a secret is not ``whsec_`` + base64 of 16 to 128 bytes, a public
+            key is not ``whpk_`` + base64 of 32 bytes, or neither is given.
     """
 
     def __init__(
         self,
-        secrets: str | Sequence[str],
+        secrets: str | Sequence[str] = (),
         *,
+        public_keys: str | Sequence[str] = (),
         tolerance: float = DEFAULT_TOLERANCE,
         replay_cache: ReplayCache | None = _DEFAULT,
         refuse_duplicates: bool = False,
@@ -202,11 +239,13 @@ class WebhookVerifier:
         max_body: int = _MAX_BODY,
     ) -> None:
         values = [secrets] if isinstance(secrets, str) else list(secrets)
-        if not values:
-            raise ValueError("at least one webhook secret is required")
+        public = [public_keys] if isinstance(public_keys, str) else list(public_keys)
+        if not values and not public:
+            raise ValueError("at least one webhook secret (or public key) is required")
         if tolerance <= 0:
             raise ValueError("tolerance must be positive")
         self._keys = tuple(_key(value) for value in values)
+        self._public_keys = tuple(_public_key(value) for value in public)
         self._tolerance = tolerance
         self._clock = clock or utc_now
         self._replays: ReplayCache | None = (
@@ -216,7 +255,8 @@ class WebhookVerifier:
         self._max_body = max_body
 
     def __repr__(self) -> str:
-        return f"WebhookVerifier({len(self._keys)} secret(s), tolerance={self._tolerance:g}s)"  # never a secret
+        return (f"WebhookVerifier({len(self._keys)} secret(s), {len(self._public_keys)} public key(s),"
+                f" tolerance={self._tolerance:g}s)")  # never a secret
 
     def check_signature(self, body: bytes, headers: RequestHeaders) -> tuple[str, datetime]:
         """The signature and time checks alone, without parsing or remembering anything.
@@ -244,18 +284,22 @@ class WebhookVerifier:
         if timestamp > now + self._tolerance:
             raise WebhookVerificationError("too_new", "the webhook timestamp is in the future")
         expected = [_signature(key, msg_id, timestamp, body) for key in self._keys]
+        content = f"{msg_id}.{timestamp}.".encode() + body
         matched = False
         for entry in signatures.split(" "):
             version, _, encoded = entry.partition(",")
-            if version != "v1" or not encoded:
-                continue  # other schemes (v1a) and empty entries are not ours
+            if version not in ("v1", "v1a") or not encoded:
+                continue  # other schemes and empty entries are not ours
             try:
                 candidate = base64.b64decode(encoded, validate=True)
             except (binascii.Error, ValueError):
                 continue
-            for signature in expected:
-                # Compare every pair: no early exit that would time which one matched.
-                matched |= hmac.compare_digest(candidate, signature)
+            if version == "v1":
+                for signature in expected:
+                    # Compare every pair: no early exit that would time which one matched.
+                    matched |= hmac.compare_digest(candidate, signature)
+            elif len(candidate) == _ED25519_SIGNATURE:
+                matched |= any(_ed25519_verifies(key, candidate, content) for key in self._public_keys)
         if not matched:
             raise WebhookVerificationError("bad_signature", "no webhook signature matches")
         return msg_id, datetime.fromtimestamp(timestamp, UTC)

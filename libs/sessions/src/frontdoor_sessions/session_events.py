@@ -5,7 +5,8 @@ revocation, blocking), so an event exists exactly when its change was committed.
 Payloads hold identifiers only: never a token, code or credential. Writing one also
 sends ``pg_notify('frontdoor_events', ...)`` at commit, a wake-up for the dispatcher,
 which moves unforwarded rows into webhook messages (`pending_events`, then
-`mark_forwarded` in the same transaction; see docs/adr/0003-event-outbox.md).
+`mark_forwarded` in the same transaction; see docs/adr/0003-event-outbox.md). Forwarded
+rows are deleted after the webhook retention (`prune_forwarded`); unforwarded ones never.
 
 Types: ``session.signed_in``, ``session.signed_out``, ``account.revoked`` (a sign-in and
 every Account Token rotated from it stopped working), ``agent.blocked``.
@@ -14,14 +15,15 @@ every Account Token rotated from it stopped working), ``agent.blocked``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import asyncpg
 import msgspec
 from frontdoor_core.ids import new_id
 
-__all__ = ["EVENTS_CHANNEL", "EventType", "OutboxEvent", "mark_forwarded", "pending_events", "record_event"]
+__all__ = ["EVENTS_CHANNEL", "EventType", "OutboxEvent", "mark_forwarded", "pending_events", "prune_forwarded",
+           "record_event"]
 
 EventType = Literal["session.signed_in", "session.signed_out", "account.revoked", "agent.blocked"]
 EVENTS_CHANNEL = "frontdoor_events"
@@ -75,3 +77,27 @@ async def mark_forwarded(conn: asyncpg.Connection, events: Sequence[OutboxEvent]
             "UPDATE session_events SET forwarded_at = $3 WHERE tenant_id = $1 AND id = ANY($2::text[])",
             tenant_id, [e.id for e in events if e.tenant_id == tenant_id], now,
         )
+
+
+async def prune_forwarded(conn: asyncpg.Connection, now: datetime, retention: timedelta, *,
+                          limit: int = 1000) -> int:
+    """Delete forwarded events whose forwarding is older than ``retention``, all tenants.
+
+    A maintenance job (the dispatcher runs it hourly with the webhook retention): once a
+    row is forwarded its webhook messages hold what receivers need, and those are pruned
+    after the same period. An unforwarded row is never deleted, however old. At most
+    ``limit`` rows per call, in one short statement: call again until it returns less
+    than ``limit`` to clear a backlog.
+
+    Returns:
+        How many rows were deleted.
+    """
+    if limit <= 0 or retention < timedelta(0):
+        raise ValueError("limit must be positive and retention not negative")
+    deleted = await conn.fetchval(
+        "WITH gone AS (DELETE FROM session_events WHERE (tenant_id, id) IN ("
+        " SELECT tenant_id, id FROM session_events WHERE forwarded_at IS NOT NULL AND forwarded_at < $1"
+        " ORDER BY forwarded_at LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING 1) SELECT count(*) FROM gone",
+        now - retention, limit,
+    )
+    return int(deleted)

@@ -13,7 +13,7 @@ from typing import Any
 import asyncpg
 from joserfc.jwk import ECKey
 
-from .credentials.key_encryption import Kek, row_aad
+from .credentials.key_encryption import DecryptionError, Kek, Reencryption, row_aad
 from .credentials.key_rotation import (
     SigningKeyRecord,
     current_signing_key,
@@ -29,6 +29,7 @@ __all__ = [
     "jwks",
     "load_signer",
     "prune_retired_keys",
+    "reencrypt_signing_keys",
     "rotate_signing_key",
 ]
 
@@ -141,3 +142,49 @@ async def prune_retired_keys(conn: asyncpg.Connection, now: datetime) -> int:
         "DELETE FROM signing_keys WHERE retired_at IS NOT NULL AND retired_at < $1", now - RETAIN_FOR
     )
     return int(result.split()[-1])
+
+
+async def reencrypt_signing_keys(pool: asyncpg.Pool, kek: Kek, *, batch: int = 100,
+                                 dry_run: bool = False) -> Reencryption:
+    """Re-encrypt every tenant's private halves under the current KEK (KEK rotation).
+
+    Rows already under the current key are not touched, so the pass is idempotent and can
+    be stopped and run again. Each batch of ``batch`` rows is one transaction that locks
+    its rows (a concurrent rotation waits for it, and the other way round). A blob that
+    opens under no configured key is left as it is and reported. ``dry_run`` decrypts
+    but writes nothing.
+    """
+    if batch <= 0:
+        raise ValueError("batch must be positive")
+    current = kek.current_id_bytes
+    already = await pool.fetchval(
+        "SELECT count(*) FROM signing_keys WHERE substring(private_key_enc from 2 for 8) = $1", current
+    )
+    done, unreadable = 0, []
+    after = ("", "")
+    while True:
+        async with pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(
+                "SELECT tenant_id, kid, private_key_enc FROM signing_keys"
+                " WHERE (tenant_id, kid) > ($1, $2) AND substring(private_key_enc from 2 for 8) <> $3"
+                " ORDER BY tenant_id, kid LIMIT $4 FOR UPDATE",
+                after[0], after[1], current, batch,
+            )
+            updates = []
+            for r in rows:
+                try:
+                    blob = kek.reencrypt(r["private_key_enc"], aad=row_aad("signing_key", r["tenant_id"], r["kid"]))
+                except DecryptionError:
+                    unreadable.append(f"{r['tenant_id']}/{r['kid']}")
+                    continue
+                updates.append((r["tenant_id"], r["kid"], blob))
+            if updates and not dry_run:
+                await conn.executemany(
+                    "UPDATE signing_keys SET private_key_enc = $3 WHERE tenant_id = $1 AND kid = $2", updates
+                )
+            done += len(updates)
+        if len(rows) < batch:
+            break
+        after = (rows[-1]["tenant_id"], rows[-1]["kid"])
+    return Reencryption(column="signing_keys.private_key_enc", reencrypted=done, current=int(already),
+                        unreadable=tuple(unreadable))

@@ -11,7 +11,7 @@ from .attempts import EXCERPT_LIMIT, Attempt, list_attempts, redacted_headers
 from .delivery import ClaimedMessage, DeliveryReport, claim, deliver, due_messages
 from .delivery_outcome import ABORT_HEADER, ErrorClass, Verdict, classify, status_error_class
 from .delivery_policy import DeliveryPolicy
-from .endpoint_secrets import PublicKey, public_keys, signing_secrets
+from .endpoint_secrets import PublicKey, public_keys, reencrypt_webhook_secrets, signing_secrets
 from .endpoint_url import validate_endpoint_url
 from .endpoints import (
     CreatedEndpoint,
@@ -128,6 +128,7 @@ __all__ = [
     "recover",
     "redacted_headers",
     "redeliver",
+    "reencrypt_webhook_secrets",
     "remove_signing_key",
     "rotate_secret",
     "rotate_signing_key",

@@ -9,7 +9,8 @@ under each, so a receiver can switch secrets at its own pace.
 An endpoint using the asymmetric scheme (``v1a``) also has Ed25519 keys in the same
 table (``algorithm = 'ed25519'``): the ``whsk_`` private key encrypted like a secret,
 the ``whpk_`` public key in the clear. They rotate the same way, one current key per
-algorithm.
+algorithm. After a KEK rotation, `reencrypt_webhook_secrets` moves every stored blob
+(secrets and private keys alike) to the current KEK.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Literal
 import asyncpg
 import msgspec
 from frontdoor_core.ids import new_id
-from frontdoor_tenancy.credentials import Kek, row_aad
+from frontdoor_tenancy.credentials import DecryptionError, Kek, Reencryption, row_aad
 
 from .signing import new_secret, new_signing_key
 
@@ -30,6 +31,7 @@ __all__ = [
     "add_signing_key",
     "drop_signing_keys",
     "public_keys",
+    "reencrypt_webhook_secrets",
     "rotate_secret_rows",
     "rotate_signing_key_rows",
     "signing_secrets",
@@ -148,3 +150,49 @@ async def signing_secrets(conn: asyncpg.Connection, tenant_id: str, endpoint_id:
     )
     return [kek.decrypt(r["secret_ciphertext"], aad=_aad(tenant_id, endpoint_id, r["id"])).decode("ascii")
             for r in rows]
+
+
+async def reencrypt_webhook_secrets(pool: asyncpg.Pool, kek: Kek, *, batch: int = 100,
+                                    dry_run: bool = False) -> Reencryption:
+    """Re-encrypt every endpoint's secrets and Ed25519 private keys under the current KEK.
+
+    All tenants (KEK rotation). Each blob keeps its associated data (tenant, endpoint,
+    secret ID). Rows already under the current key are not touched, so the pass is
+    idempotent and can be stopped and run again; each batch of ``batch`` rows is one
+    transaction that locks its rows. A blob that opens under no configured key is left
+    as it is and reported. ``dry_run`` decrypts but writes nothing.
+    """
+    if batch <= 0:
+        raise ValueError("batch must be positive")
+    current = kek.current_id_bytes
+    already = await pool.fetchval(
+        "SELECT count(*) FROM webhook_secrets WHERE substring(secret_ciphertext from 2 for 8) = $1", current
+    )
+    done, unreadable = 0, []
+    after = ("", "")
+    while True:
+        async with pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(
+                "SELECT tenant_id, id, endpoint_id, secret_ciphertext FROM webhook_secrets"
+                " WHERE (tenant_id, id) > ($1, $2) AND substring(secret_ciphertext from 2 for 8) <> $3"
+                " ORDER BY tenant_id, id LIMIT $4 FOR UPDATE",
+                after[0], after[1], current, batch,
+            )
+            updates = []
+            for r in rows:
+                try:
+                    blob = kek.reencrypt(r["secret_ciphertext"], aad=_aad(r["tenant_id"], r["endpoint_id"], r["id"]))
+                except DecryptionError:
+                    unreadable.append(f"{r['tenant_id']}/{r['id']}")
+                    continue
+                updates.append((r["tenant_id"], r["id"], blob))
+            if updates and not dry_run:
+                await conn.executemany(
+                    "UPDATE webhook_secrets SET secret_ciphertext = $3 WHERE tenant_id = $1 AND id = $2", updates
+                )
+            done += len(updates)
+        if len(rows) < batch:
+            break
+        after = (rows[-1]["tenant_id"], rows[-1]["id"])
+    return Reencryption(column="webhook_secrets.secret_ciphertext", reencrypted=done, current=int(already),
+                        unreadable=tuple(unreadable))

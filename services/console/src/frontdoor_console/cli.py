@@ -4,6 +4,8 @@
     rotate-signing-key SLUG      publish a new issuer key (signs after the publish lead)
       [--compromised]            the old key leaked: sign with the new one now and
                                  unpublish every other key at once
+    reencrypt-secrets            re-encrypt every secret stored under an older KEK with the
+      [--dry-run] [--batch N]    current (first) FRONTDOOR_KEK key; idempotent
 
 Configuration comes from the environment, as for the services.
 """
@@ -23,7 +25,8 @@ from frontdoor_core.migrations import (
 )
 from frontdoor_tenancy import audit, signing_keys, tenants
 from frontdoor_tenancy.actor import Actor
-from frontdoor_tenancy.credentials.key_encryption import Kek
+from frontdoor_tenancy.credentials.key_encryption import Kek, Reencryption
+from frontdoor_webhooks.endpoint_secrets import reencrypt_webhook_secrets
 
 from .settings import load
 
@@ -60,6 +63,31 @@ async def _rotate(slug: str, immediate: bool) -> int:
     return 0
 
 
+async def _reencrypt(dry_run: bool, batch: int) -> int:
+    s = load()
+    kek = Kek.from_env_value(s.kek)
+    pool = await create_pool(s.database_url, min_size=1, max_size=1)
+    try:
+        # Every KEK-encrypted column, each re-encrypted by the library that owns it.
+        results: list[Reencryption] = [
+            await signing_keys.reencrypt_signing_keys(pool, kek, batch=batch, dry_run=dry_run),
+            await reencrypt_webhook_secrets(pool, kek, batch=batch, dry_run=dry_run),
+        ]
+    finally:
+        await pool.close()
+    verb = "to re-encrypt" if dry_run else "re-encrypted"
+    for r in results:
+        print(f"{r.column}: {r.reencrypted} {verb}, {r.current} already under {kek.current_id}, "
+              f"{len(r.unreadable)} unreadable")
+        for row in r.unreadable:
+            print(f"  unreadable under every configured KEK: {r.column} {row}", file=sys.stderr)
+    if any(r.unreadable for r in results):
+        print("some secrets open under no configured KEK: keep the key that encrypted them", file=sys.stderr)
+        return 1
+    print("dry run: nothing written" if dry_run else f"every stored secret is under KEK {kek.current_id}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="frontdoor_console.cli", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -69,9 +97,17 @@ def main(argv: list[str] | None = None) -> int:
     rot.add_argument("slug")
     rot.add_argument("--compromised", action="store_true",
                      help="the old key leaked: sign with the new key now and unpublish the others at once")
+    enc = sub.add_parser("reencrypt-secrets",
+                         help="re-encrypt stored secrets under the current KEK (after a KEK rotation)")
+    enc.add_argument("--dry-run", action="store_true", help="count and check what would change, write nothing")
+    enc.add_argument("--batch", type=int, default=100, help="rows per transaction (default 100)")
     args = parser.parse_args(argv)
     if args.command == "migrate":
         return asyncio.run(_migrate())
+    if args.command == "reencrypt-secrets":
+        if args.batch <= 0:
+            parser.error("--batch must be positive")
+        return asyncio.run(_reencrypt(args.dry_run, args.batch))
     return asyncio.run(_rotate(args.slug, args.compromised))
 
 

@@ -40,6 +40,7 @@ app.conf.update(
     beat_schedule={
         "keys-prune": {"task": "frontdoor.keys.prune_retired", "schedule": 24 * 3600.0},
         "webhooks-prune": {"task": "frontdoor.webhooks.prune", "schedule": 3600.0},
+        "events-prune": {"task": "frontdoor.events.prune_forwarded", "schedule": 3600.0},
         "webhooks-recoveries": {"task": "frontdoor.webhooks.recoveries", "schedule": 5.0,
                                 "options": {"expires": 5.0}},
         "operations-expire": {"task": "frontdoor.operations.expire_due", "schedule": 30.0,

@@ -14,8 +14,9 @@ Each ``<key>`` is the unpadded base64url encoding of 32 random bytes (43 charact
 :func:`generate_kek_value` makes one). The first key encrypts; every listed key
 decrypts. A key's id is derived from the key itself (see :func:`kek_id`), so nothing
 but the key has to be kept: to rotate, put a new key in front (``new,old``),
-re-encrypt the stored blobs (:meth:`Kek.is_current` finds those left), then drop the
-old key from the list.
+re-encrypt the stored blobs (:meth:`Kek.reencrypt`; each owning library has a
+``reencrypt_*`` function for its columns, run by ``frontdoor_console.cli
+reencrypt-secrets``), then drop the old key from the list.
 
 Blob format (version 1), all fields fixed length::
 
@@ -35,6 +36,7 @@ import hashlib
 import os
 import re
 import struct
+from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -43,6 +45,7 @@ __all__ = [
     "DecryptionError",
     "InvalidKekValue",
     "Kek",
+    "Reencryption",
     "generate_kek_value",
     "kek_id",
     "row_aad",
@@ -76,6 +79,24 @@ class DecryptionError(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(f"cannot decrypt secret: {reason}")
         self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Reencryption:
+    """What re-encrypting one KEK-encrypted column did (or, in a dry run, would do).
+
+    Attributes:
+        column: ``table.column``.
+        reencrypted: Blobs moved to the current key (dry run: that would be).
+        current: Blobs already under the current key (left alone).
+        unreadable: Rows whose blob opens under no configured key, as ``tenant/row``
+            identifiers (never the blob): restore the key that made them, or delete them.
+    """
+
+    column: str
+    reencrypted: int = 0
+    current: int = 0
+    unreadable: tuple[str, ...] = ()
 
 
 def generate_kek_value() -> str:
@@ -222,6 +243,31 @@ class Kek:
             return aead.decrypt(nonce, blob[_HEADER_LEN + _NONCE_LEN :], header + aad)
         except InvalidTag:
             raise DecryptionError("authentication_failed") from None
+
+    def reencrypt(self, blob: bytes, *, aad: bytes) -> bytes:
+        """Open a blob under whichever configured key made it and seal it under the current one.
+
+        For KEK rotation: the result has a fresh nonce and the same ``aad``. A blob already
+        under the current key is returned unchanged, so re-encrypting twice is harmless.
+
+        Args:
+            blob: The stored blob.
+            aad: The associated data it was encrypted with.
+
+        Returns:
+            A blob under the current key.
+
+        Raises:
+            DecryptionError: The blob does not open (see :meth:`decrypt`).
+        """
+        if self.is_current(blob):
+            return blob
+        return self.encrypt(self.decrypt(blob, aad=aad), aad=aad)
+
+    @property
+    def current_id_bytes(self) -> bytes:
+        """The current key's id as written into blobs (bytes 2 to 9), for SQL filters."""
+        return self._current
 
     def is_current(self, blob: bytes) -> bool:
         """Tell whether a blob is already encrypted under the current key.

@@ -23,7 +23,7 @@ from frontdoor_core.errors import Conflict, Invalid, NotFound
 from frontdoor_identity import check_client_id, list_agents
 from frontdoor_operations import overview as op_overview
 from frontdoor_sessions.agent_blocking import block_and_end_sessions, unblock
-from frontdoor_sessions.session_activity import session_activity
+from frontdoor_sessions.session_activity import session_activity, session_trends
 from frontdoor_tenancy import api_keys, audit, domain_claims, issuer_profile
 from frontdoor_tenancy.tenant_overview import audit_actions, tenant_counts
 from litestar import Request, Response, Router, get, post
@@ -36,6 +36,7 @@ from ..access import opt
 from ..policy import lifecycle_policy
 from . import (
     account_pages,
+    charts,
     credential_pages,
     operation_pages,
     session_pages,
@@ -70,19 +71,36 @@ _NOTICES = {
 async def overview(console: Console, state: State) -> Template:
     ctx = ctx_of(state)
     now = ctx.now()
+    days, days_since = charts.chart_days(now)
+    tenant_id = console.tenant.id
     async with ctx.pool.acquire() as conn:
-        counts = await tenant_counts(conn, console.tenant.id)
-        activity = await session_activity(conn, console.tenant.id, since=now - timedelta(hours=24))
-        ops_24h = await op_overview.count_by_state(conn, console.tenant.id, since=now - timedelta(hours=24))
-        ops_30d = await op_overview.count_by_state(conn, console.tenant.id, since=now - timedelta(days=30))
-        stuck = await op_overview.count_stuck(conn, console.tenant.id, now=now)
-        deliveries = await op_overview.delivery_health(conn, console.tenant.id, now=now)
+        counts = await tenant_counts(conn, tenant_id)
+        activity = await session_activity(conn, tenant_id, since=now - timedelta(hours=24))
+        trends = await session_trends(conn, tenant_id, now=now, days_since=days_since)
+        ops_24h = await op_overview.count_by_state(conn, tenant_id, since=now - timedelta(hours=24))
+        ops_30d = await op_overview.count_by_state(conn, tenant_id, since=now - timedelta(days=30))
+        stuck = await op_overview.count_stuck(conn, tenant_id, now=now)
+        deliveries = await op_overview.delivery_health(conn, tenant_id, now=now)
+        ops_daily = await op_overview.daily_operations(conn, tenant_id, since=days_since)
+        failed_daily = await op_overview.failed_attempts_by_day(conn, tenant_id, since=days_since)
     attention = {s: n for s, n in counts.domains_by_status.items() if s in ("pending", "suspended") and n}
     needs_attention = bool(attention or stuck or deliveries.disabled_endpoints or deliveries.failing_endpoints)
-    return console.page("overview.html", nav="overview", counts=counts, activity=activity, attention=attention,
-                        issuer=ctx.issuer_url(console.tenant.slug), ops_24h=ops_24h, ops_30d=ops_30d,
-                        op_states=op_overview.STATES, stuck=stuck, deliveries=deliveries,
-                        needs_attention=needs_attention)
+    trend_charts = [
+        charts.bar_chart("sessions", "Sessions started", "Sessions started", days,
+                         [("sessions", "started", trends.started_by_day)]),
+        charts.bar_chart("operations", "Operations proposed", "operations proposed", days, [
+            ("succeeded", "succeeded", {d: o.succeeded for d, o in ops_daily.items()}),
+            ("failed", "failed", {d: o.failed for d, o in ops_daily.items()}),
+            ("other", "open, cancelled or expired",
+             {d: o.proposed - o.succeeded - o.failed for d, o in ops_daily.items()}),
+        ]),
+        charts.bar_chart("failed-attempts", "Failed delivery attempts", "failed delivery attempts", days,
+                         [("failed", "failed", failed_daily)]),
+    ]
+    return console.page("overview.html", nav="overview", counts=counts, activity=activity, trends=trends,
+                        attention=attention, issuer=ctx.issuer_url(console.tenant.slug), ops_24h=ops_24h,
+                        ops_30d=ops_30d, op_states=op_overview.STATES, stuck=stuck, deliveries=deliveries,
+                        needs_attention=needs_attention, charts=trend_charts)
 
 
 # ---------------------------------------------------------------- domains

@@ -8,6 +8,7 @@ worker, so one tenant's dead endpoint does not delay another tenant's deliveries
 An attempt cut short by the process dying is not lost: its lease ends and the relay hands
 the message on again. The delivery engine's claim makes a duplicate task harmless: one
 process sends a given attempt. A perform message's answer is applied to its operation here.
+Hourly, finished messages and forwarded outbox rows past the retention are pruned.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from frontdoor_webhooks.delivery import deliver as deliver_one
 from frontdoor_webhooks.messages import prune
 
 from ..celery_app import _settings, app
+from ..outbox_pruning import prune_outboxes
 from ..worker_runtime import WorkerRuntime, run, runtime
 
 _log = structlog.get_logger("frontdoor.dispatcher")
@@ -124,3 +126,17 @@ def prune_messages() -> int:
     if count:
         _log.info("webhook_messages_pruned", count=count)
     return count
+
+
+async def _prune_outboxes() -> dict[str, int]:
+    rt = await runtime(_settings)
+    return await prune_outboxes(rt.pool, datetime.now(UTC), _settings.webhook_retention)
+
+
+@app.task(name="frontdoor.events.prune_forwarded", ignore_result=True)
+def prune_forwarded_events() -> int:
+    """Delete outbox rows (session and tenancy events) forwarded longer ago than the retention period."""
+    counts = run(_prune_outboxes())
+    if any(counts.values()):
+        _log.info("outbox_events_pruned", **counts)
+    return sum(counts.values())

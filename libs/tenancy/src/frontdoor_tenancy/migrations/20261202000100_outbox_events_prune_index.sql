@@ -1,0 +1,5 @@
+-- Why: forwarded outbox_events are deleted once older than the webhook retention
+-- (the dispatcher's hourly outbox prune, in chunks). This index lets each chunk find the
+-- oldest forwarded rows without scanning the table; unforwarded rows are not in it.
+
+CREATE INDEX outbox_events_forwarded ON outbox_events (forwarded_at) WHERE forwarded_at IS NOT NULL;
