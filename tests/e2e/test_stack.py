@@ -121,6 +121,7 @@ def stack(dns_e2e: LocalDNS) -> Iterator[Stack]:
 def test_banner_prints_urls_and_demo_credentials(stack: Stack) -> None:
     text = "".join(stack.output)
     assert stack.console in text and stack.issuer in text
+    assert f"dashboard                 {stack.console}/login" in text
     assert "admin email" in text and "API key         fdk_" in text
     assert "DEV MODE" in text
     assert "ada@northwind.example" in text and "grace@northwind.example" in text

@@ -199,6 +199,7 @@ def _print_banner(settings: Any, demo: dict[str, str], logs: Path) -> None:
     lines = [
         _BANNER,
         "Frontdoor is running.",
+        f"  dashboard                 {settings.console_base_url}/login   (sign in with the demo admin below)",
         f"  console + management API  {settings.console_base_url}   (OpenAPI: {settings.console_base_url}/api/v1/openapi.json)",
         f"  issuer                    {settings.issuer_base_url}",
         f"  ledger                    {settings.ledger_base_url}   (operations endpoint: "
