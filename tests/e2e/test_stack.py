@@ -74,16 +74,18 @@ def dns_e2e() -> Iterator[LocalDNS]:
 def stack(dns_e2e: LocalDNS) -> Iterator[Stack]:
     data_dir = Path(tempfile.mkdtemp(prefix="fde2e-"))
     os.chmod(data_dir, 0o711)
-    cport, iport, nport = free_port(), free_port(), free_port()
+    cport, iport, lport, nport = free_port(), free_port(), free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "FRONTDOOR_KEK")}
     env.update({
         "FRONTDOOR_ENV": "dev",
         "FRONTDOOR_DATA_DIR": str(data_dir),
         "FRONTDOOR_CONSOLE_PORT": str(cport),
         "FRONTDOOR_ISSUER_PORT": str(iport),
+        "FRONTDOOR_LEDGER_PORT": str(lport),  # never the default 8002: a developer's `make run` may hold it
         "FRONTDOOR_EXAMPLE_PORT": str(nport),
         "FRONTDOOR_CONSOLE_BASE_URL": f"http://127.0.0.1:{cport}",
         "FRONTDOOR_ISSUER_BASE_URL": f"http://127.0.0.1:{iport}",
+        "FRONTDOOR_LEDGER_BASE_URL": f"http://127.0.0.1:{lport}",
         "FRONTDOOR_DNS_NAMESERVERS": f"127.0.0.1:{dns_e2e.port}",
         "FRONTDOOR_DNS_TIMEOUT": "1s",
         "FRONTDOOR_DOMAIN_RECHECK_INTERVAL": "1s",
@@ -310,7 +312,10 @@ def test_device_sign_in_end_to_end_then_disconnect(stack: Stack) -> None:
 
             # An operation end to end: Northwind proposes a reorder, the agent confirms it at the
             # ledger, the worker-free fast path calls Northwind's perform webhook, succeeded.
-            assert play.reorder(http, agent, stack.northwind, token, approve=True)
+            logs_dir = stack.data_dir / "logs"
+            assert play.reorder(http, agent, stack.northwind, token, approve=True), (
+                (logs_dir / "northwind.log").read_text(errors="replace")[-3000:]
+                + (logs_dir / "ledger.log").read_text(errors="replace")[-3000:])
             ledger = httpx.get(f"{stack.console}/api/v1/operations", headers=demo_auth(stack)).json()["data"]
             assert ledger[0]["operation"]["state"] == "succeeded", ledger[0]
             assert ledger[0]["account"] == "acct_ada" and ledger[0]["kind"] == "order.place"

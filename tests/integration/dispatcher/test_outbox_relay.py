@@ -43,7 +43,7 @@ async def test_relay_wakes_on_notify_and_every_message_arrives_once(
     batches: list[list[str]] = []
     tasks: set[asyncio.Task[Any]] = set()
 
-    def send(batch: list[str]) -> None:
+    async def send(batch: list[str]) -> None:  # a coroutine: awaited on the relay's loop
         batches.append(batch)
         for message_id in batch:
             task = asyncio.get_running_loop().create_task(

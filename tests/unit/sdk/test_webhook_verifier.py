@@ -177,3 +177,12 @@ def test_secrets_are_checked_and_never_shown() -> None:
     assert SECRET not in repr(verifier) and "2 secret(s)" in repr(verifier)
     # A secret without the prefix is taken too, as Standard Webhooks libraries do.
     assert WebhookVerifier(SECRET.removeprefix("whsec_"))
+
+
+@pytest.mark.parametrize("timestamp", ["²", "１２３", "-5", "12.5", ""])
+async def test_a_non_ascii_or_malformed_timestamp_is_a_refusal_not_a_crash(timestamp: str) -> None:
+    body, headers = delivery()
+    headers["webhook-timestamp"] = timestamp
+    with pytest.raises(WebhookVerificationError) as raised:
+        await WebhookVerifier(SECRET, clock=clock).verify(body, headers)
+    assert raised.value.status in (400, 401)

@@ -18,7 +18,8 @@ from frontdoor_protocol.scopes import is_scope_token
 from frontdoor_tenancy import audit
 from frontdoor_tenancy.actor import Actor
 
-__all__ = ["Kind", "KindInput", "delete_kind", "get_kind", "has_kinds", "is_kind_name", "list_kinds", "put_kind"]
+__all__ = ["Kind", "KindInput", "delete_kind", "get_kind", "has_kinds", "is_kind_name", "list_kinds",
+           "perform_endpoint_enabled", "put_kind"]
 
 _NAME: Final = re.compile(r"^[a-z][a-z0-9_.:-]{0,63}$")
 MIN_EXPIRY: Final = 30
@@ -76,6 +77,10 @@ def _validate(name: str, data: KindInput) -> None:
             raise Invalid("invalid_expiry", f"{field} must be between {MIN_EXPIRY} and {MAX_EXPIRY} seconds.")
     if data.default_expiry_seconds > data.max_expiry_seconds:
         raise Invalid("invalid_expiry", "default_expiry_seconds cannot exceed max_expiry_seconds.")
+    if data.reprice_endpoint_id is not None and data.reprice_endpoint_id == data.perform_endpoint_id:
+        # A re-price call must never reach the handler that performs.
+        raise Invalid("invalid_reprice_endpoint", "The re-price endpoint must not be the perform endpoint.",
+                      fields={"reprice_endpoint_id": "use a separate endpoint"})
 
 
 async def _endpoint_exists(conn: asyncpg.Connection, tenant_id: str, endpoint_id: str) -> bool:
@@ -160,3 +165,12 @@ async def delete_kind(conn: asyncpg.Connection, actor: Actor, name: str, *, now:
 async def has_kinds(conn: asyncpg.Connection, tenant_id: str) -> bool:
     """Whether the tenant offers operations at all (its ``poppy.json`` then lists the extension)."""
     return bool(await conn.fetchval("SELECT EXISTS (SELECT 1 FROM operation_kinds WHERE tenant_id = $1)", tenant_id))
+
+
+async def perform_endpoint_enabled(conn: asyncpg.Connection, tenant_id: str, kind_name: str) -> bool:
+    """Whether the kind's perform endpoint takes deliveries now (a disabled one would strand a confirm)."""
+    enabled = await conn.fetchval(
+        "SELECT e.enabled FROM operation_kinds k JOIN webhook_endpoints e"
+        " ON e.tenant_id = k.tenant_id AND e.id = k.perform_endpoint_id WHERE k.tenant_id = $1 AND k.name = $2",
+        tenant_id, kind_name)
+    return bool(enabled)

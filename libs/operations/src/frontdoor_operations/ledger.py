@@ -19,10 +19,11 @@ import asyncpg
 import msgspec
 from frontdoor_core.errors import Conflict, Invalid, NotFound
 from frontdoor_core.ids import new_id
+from frontdoor_webhooks.messages import supersede_message
 
 from . import events
 from .kinds import Kind, get_kind, is_kind_name
-from .rules import CallerView, OperationView, cancelled_result, expired_result, validate_result
+from .rules import CallerView, OperationView, cancelled_result, expired_result, is_lapsed, validate_result
 
 __all__ = [
     "ListFilters",
@@ -266,7 +267,9 @@ async def propose(conn: asyncpg.Connection, tenant_id: str, owner: CallerView, p
     url = _check_url(proposal.url, operation_id, allow_http_loopback=allow_http_loopback)
     if proposal.action_key is not None:
         existing = await _open_by_action(conn, tenant_id, owner, proposal.action_key)
-        if existing is not None:
+        if existing is not None and is_lapsed(existing.view(), now):
+            await expire(conn, tenant_id, existing.id, now=now)  # a lapsed proposal is no longer open
+        elif existing is not None:
             return existing, False
     try:
         async with conn.transaction():
@@ -319,7 +322,13 @@ async def revise(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *,
         Conflict: ``not_proposed`` once it has been confirmed, cancelled or has expired.
     """
     _check_text(summary, terms)
+    if not is_operation_id(operation_id):
+        raise NotFound("operation_not_found", "No such operation.")
     async with conn.transaction():
+        # Locked first: the next revision's defaults come from the current one, and two revisions
+        # at once must not both copy the same "current".
+        await conn.execute("SELECT 1 FROM operations WHERE tenant_id = $1 AND id = $2 FOR UPDATE",
+                           tenant_id, operation_id)
         current = await get_operation(conn, tenant_id, operation_id)
         if current is None:
             raise NotFound("operation_not_found", "No such operation.")
@@ -350,31 +359,41 @@ def perform_data(op: Operation) -> dict[str, Any]:
 
 async def confirm(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *, revision: int,
                   approved_by: Literal["user", "standing_permission"], via: Literal["agent", "website"],
-                  now: datetime) -> tuple[Operation, str | None]:
+                  now: datetime, account: str | None = None) -> tuple[Operation, str | None]:
     """The compare-and-set of a confirm: ``proposed`` at ``revision`` → ``in_progress``.
 
-    The winner's transaction also inserts the perform webhook message (to the kind's
-    endpoint, its ``webhook-id`` fixed for every retry) and the ``operation.confirmed``
-    events. Answers the operation as it now is and the perform message's ID when this
-    call won, else ``None`` (another confirm won, or it changed meanwhile).
+    ``account`` is the confirming Session's account: a proposal made signed out becomes that
+    account's operation as it is confirmed (the scopes that allowed the confirm are that
+    account's, and the perform webhook names it). The winner's transaction also inserts the
+    perform webhook message (to the kind's endpoint, its ``webhook-id`` fixed for every
+    retry) and the ``operation.confirmed`` events. Answers the operation as it now is and the
+    perform message's ID when this call won, else ``None`` (another confirm won, or it
+    changed meanwhile).
     """
-    async with conn.transaction():
-        won = await conn.fetchval(
-            "UPDATE operations SET state = 'in_progress', confirmed_revision = revision, approved_by = $4,"
-            " confirmed_at = $5, confirmed_via = $6, sequence = sequence + 1, updated_at = $5"
-            " WHERE tenant_id = $1 AND id = $2 AND state = 'proposed' AND revision = $3 AND expires_at > $5"
-            " RETURNING kind", tenant_id, operation_id, revision, approved_by, now, via)
-        if won is None:
-            return await _must(conn, tenant_id, operation_id), None
-        op = await _must(conn, tenant_id, operation_id)
-        kind = await get_kind(conn, tenant_id, op.kind)
-        assert kind is not None
-        message_id = await events.perform(conn, tenant_id, kind.perform_endpoint_id, perform_data(op),
-                                          operation_id=op.id, now=now)
-        await conn.execute("UPDATE operations SET perform_message_id = $3 WHERE tenant_id = $1 AND id = $2",
-                           tenant_id, operation_id, message_id)
-        op = msgspec.structs.replace(op, perform_message_id=message_id)
-        await events.emit(conn, tenant_id, "operation.confirmed", event_data(op), now=now)
+    try:
+        async with conn.transaction():
+            won = await conn.fetchval(
+                "UPDATE operations SET state = 'in_progress', confirmed_revision = revision, approved_by = $4,"
+                " confirmed_at = $5, confirmed_via = $6, account_id = coalesce(account_id, $7),"
+                " sequence = sequence + 1, updated_at = $5"
+                " WHERE tenant_id = $1 AND id = $2 AND state = 'proposed' AND revision = $3 AND expires_at > $5"
+                " AND (account_id IS NULL OR $7::text IS NULL OR account_id = $7) RETURNING kind",
+                tenant_id, operation_id, revision, approved_by, now, via, account)
+            if won is None:
+                return await _must(conn, tenant_id, operation_id), None
+            op = await _must(conn, tenant_id, operation_id)
+            kind = await get_kind(conn, tenant_id, op.kind)
+            assert kind is not None
+            message_id = await events.perform(conn, tenant_id, kind.perform_endpoint_id, perform_data(op),
+                                              operation_id=op.id, now=now)
+            await conn.execute("UPDATE operations SET perform_message_id = $3 WHERE tenant_id = $1 AND id = $2",
+                               tenant_id, operation_id, message_id)
+            op = msgspec.structs.replace(op, perform_message_id=message_id)
+            await events.emit(conn, tenant_id, "operation.confirmed", event_data(op), now=now)
+    except asyncpg.UniqueViolationError:
+        # Bound to the account, it would duplicate that account's open operation for the same
+        # action: not confirmed; the agent is answered the operation as it is.
+        return await _must(conn, tenant_id, operation_id), None
     return op, message_id
 
 
@@ -383,10 +402,15 @@ async def _finish(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *
     async with conn.transaction():
         changed = await conn.fetchval(
             "UPDATE operations SET state = $3, result = $5, finished_at = $6, sequence = sequence + 1,"
-            " updated_at = $6, attention = NULL WHERE tenant_id = $1 AND id = $2 AND state = $4 RETURNING 1",
+            " updated_at = $6, attention = NULL WHERE tenant_id = $1 AND id = $2 AND state = $4"
+            " RETURNING coalesce(perform_message_id, '')",
             tenant_id, operation_id, state, from_state, result, now)
         if changed is None:
             return None
+        if changed:
+            # A final operation is never performed (again): a retry still pending would call the
+            # company's perform webhook after the outcome is known (OPS-6-02, OPS-6-03).
+            await supersede_message(conn, tenant_id, changed)
         op = await _must(conn, tenant_id, operation_id)
         await events.emit(conn, tenant_id, f"operation.{state}", event_data(op), now=now)
     return op
@@ -459,8 +483,8 @@ async def flag_attention(conn: asyncpg.Connection, tenant_id: str, operation_id:
     """Mark an operation still ``in_progress`` for the admins (e.g. ``delivery_exhausted``)."""
     if not is_operation_id(operation_id):
         return
-    await conn.execute("UPDATE operations SET attention = $3, updated_at = $4"
-                       " WHERE tenant_id = $1 AND id = $2 AND state = 'in_progress'",
+    await conn.execute("UPDATE operations SET attention = $3, updated_at = $4, sequence = sequence + 1"
+                       " WHERE tenant_id = $1 AND id = $2 AND state = 'in_progress' AND attention IS DISTINCT FROM $3",
                        tenant_id, operation_id, reason, now)
 
 

@@ -98,9 +98,11 @@ async def perform_message(pool: asyncpg.Pool, redis: aioredis.Redis, message_id:
             if on_settled is not None:
                 await on_settled(report.operation_id)
             await publish_settled(redis, report.operation_id)
-    elif report.state == "exhausted":
+    elif report.state in ("exhausted", "aborted") or report.endpoint_disabled:
+        # No further attempt will come on its own: the admins must look (never `failed` on a guess).
+        reason = ("endpoint_disabled" if report.endpoint_disabled
+                  else "delivery_exhausted" if report.state == "exhausted" else "delivery_aborted")
         async with pool.acquire() as conn:
-            await ledger.flag_attention(conn, report.tenant_id, report.operation_id, "delivery_exhausted",
-                                        now=clock())
-        _log.warning("operation_outcome_unknown_retries_exhausted", operation_id=report.operation_id)
+            await ledger.flag_attention(conn, report.tenant_id, report.operation_id, reason, now=clock())
+        _log.warning("operation_outcome_unknown", operation_id=report.operation_id, reason=reason)
     return report

@@ -77,7 +77,7 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
 
 def _retry_after(response: httpx.Response) -> str | None:
     value = response.headers.get("retry-after", "")
-    return value if value.isdigit() and len(value) <= 6 else None
+    return value if value.isascii() and value.isdigit() and len(value) <= 6 else None
 
 
 class Introspector:

@@ -282,7 +282,7 @@ def _check_id(operation_id: str) -> str:
 
 def _retry_after(response: httpx.Response) -> int:
     value = response.headers.get("retry-after", "")
-    if value.isdigit():
+    if value.isascii() and value.isdigit() and len(value) <= 9:  # "²".isdigit() is true, int("²") fails
         return max(1, min(int(value), _MAX_RETRY_AFTER))
     return _DEFAULT_RETRY_AFTER
 

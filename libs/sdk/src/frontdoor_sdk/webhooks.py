@@ -36,6 +36,8 @@ Example (Litestar)::
             event = await webhooks.verify(await request.body(), request.headers)
         except WebhookVerificationError:
             return Response({"error": "invalid_signature"}, status_code=401)
+        if event.type != "operation.perform":
+            return Response(status_code=204)                            # events: nothing to perform
         return answer_once(event.data["idempotency_key"], event.data)   # your idempotent perform
 """
 
@@ -275,7 +277,7 @@ class WebhookVerifier:
         signatures = _one(headers, "webhook-signature")
         if len(msg_id) > _MAX_ID or len(signatures) > _MAX_SIGNATURE_HEADER:
             raise WebhookVerificationError("missing_header", "a webhook header is too long")
-        if not raw_timestamp.isdigit() or len(raw_timestamp) > 12:
+        if not (raw_timestamp.isascii() and raw_timestamp.isdigit()) or len(raw_timestamp) > 12:
             raise WebhookVerificationError("bad_timestamp", "webhook-timestamp must be integer seconds")
         timestamp = int(raw_timestamp)
         now = self._clock().timestamp()

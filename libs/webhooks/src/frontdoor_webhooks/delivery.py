@@ -13,6 +13,7 @@ everything after the lookup filters by the message's tenant.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -36,12 +37,16 @@ from .retry_policy import next_attempt_at, parse_retry_after
 from .sender import RESPONSE_LIMIT, Sender, SenderResponse, SendError
 from .signing import webhook_headers
 
-__all__ = ["ClaimedMessage", "DeliveryReport", "RedisThrottle", "Throttle", "claim", "deliver", "due_messages"]
+__all__ = ["ClaimedMessage", "DeliveryReport", "RedisThrottle", "Throttle", "claim", "deliver", "due_messages",
+           "hand_back"]
 
 _log = get_logger("frontdoor.webhooks")
 _tracer = trace.get_tracer("frontdoor.webhooks")
 # Events about delivery itself are not reported when they fail, or failures would echo.
 _NO_EXHAUSTION_EVENT = frozenset({"delivery.exhausted", "endpoint.disabled"})
+# A throttled message is deferred across the time its endpoint's due backlog takes to drain at
+# its rate; the backlog is counted up to this many messages (a bounded index scan).
+_THROTTLE_BACKLOG_CAP = 10_000
 
 
 class ClaimedMessage(msgspec.Struct, frozen=True, kw_only=True):
@@ -132,6 +137,10 @@ async def due_messages(conn: asyncpg.Connection, now: datetime, limit: int = 100
                        exclude: Sequence[str] = ()) -> list[str]:
     """IDs of messages due at ``now`` (endpoint enabled, no live lease), oldest due first.
 
+    Only unparked messages are looked at: a disabled endpoint's messages are parked (see
+    `park_endpoint_messages`) and left out of the due index, so however many wait behind a
+    disabled endpoint, this query never walks them.
+
     Rows are locked ``FOR UPDATE SKIP LOCKED`` until the caller's transaction ends, so
     relays running together each get different messages; each is then sent with
     `deliver`, whose claim settles any remaining race. ``exclude``: IDs the caller has
@@ -141,7 +150,7 @@ async def due_messages(conn: asyncpg.Connection, now: datetime, limit: int = 100
         """
         SELECT m.id FROM webhook_messages AS m
           JOIN webhook_endpoints AS e ON e.tenant_id = m.tenant_id AND e.id = m.endpoint_id
-         WHERE m.state = 'pending' AND m.next_attempt_at <= $1
+         WHERE m.state = 'pending' AND NOT m.parked AND m.next_attempt_at <= $1
            AND (m.locked_until IS NULL OR m.locked_until < $1) AND e.enabled
            AND m.id <> ALL($3::text[])
          ORDER BY m.next_attempt_at
@@ -151,6 +160,22 @@ async def due_messages(conn: asyncpg.Connection, now: datetime, limit: int = 100
         now, limit, list(exclude),
     )
     return [r["id"] for r in rows]
+
+
+async def hand_back(conn: asyncpg.Connection, message_ids: Sequence[str], now: datetime, within: float) -> int:
+    """Put off unclaimed due messages a process will not start now; how many were put off.
+
+    For a worker whose capacity (in all, or for one endpoint) is taken: each message is due
+    again at a random point within ``1 + within`` seconds, no attempt used, so the relay
+    hands it on again later instead of a worker waiting for room. Claimed, finished or
+    not yet due messages are left alone.
+    """
+    status = await conn.execute(
+        "UPDATE webhook_messages SET next_attempt_at = $2::timestamptz + make_interval(secs => 1 + $3 * random())"
+        " WHERE id = ANY($1::text[]) AND state = 'pending' AND next_attempt_at <= $2"
+        " AND (locked_until IS NULL OR locked_until < $2)",
+        list(message_ids), now, max(within, 0.0))
+    return int(status.split()[-1])
 
 
 class Throttle(Protocol):
@@ -182,6 +207,23 @@ async def _defer(conn: asyncpg.Connection, claimed: ClaimedMessage, until: datet
         "UPDATE webhook_messages SET attempts = attempts - 1, locked_until = NULL, next_attempt_at = $5"
         " WHERE tenant_id = $1 AND id = $2 AND state = 'pending' AND attempts = $3 AND locked_until = $4",
         claimed.tenant_id, claimed.id, claimed.attempt, claimed.locked_until, until)
+
+
+async def _throttled_until(conn: asyncpg.Connection, claimed: ClaimedMessage, now: datetime, wait: float,
+                           per_second: int) -> datetime:
+    """When a throttled message is due again: spread over the time its endpoint's backlog needs.
+
+    Deferring every throttled message by the same ``wait`` would make a large backlog come due
+    (and be claimed and handed back) again every second. Instead each goes to a random point
+    within how long the endpoint's due messages take to drain at ``per_second`` (the
+    backlog counted up to a cap), plus a little jitter.
+    """
+    backlog = int(await conn.fetchval(
+        "SELECT count(*) FROM (SELECT 1 FROM webhook_messages WHERE endpoint_id = $1 AND state = 'pending'"
+        " AND NOT parked AND next_attempt_at <= $2 LIMIT $3) AS due",
+        claimed.endpoint_id, now, _THROTTLE_BACKLOG_CAP))
+    spread = backlog / per_second
+    return now + timedelta(seconds=wait + random.uniform(0.0, spread) + random.uniform(0.0, 0.25))  # noqa: S311
 
 
 def _parse_json(response: SenderResponse | None) -> Any:
@@ -224,26 +266,33 @@ async def deliver(
 
     Returns:
         The attempt's report, or None when the message was not claimable (not due,
-        finished, its endpoint disabled, or another process holds it).
+        finished, its endpoint disabled, or another process holds it) or was deferred
+        by the throttle.
 
-    Raises:
-        frontdoor_tenancy.credentials.DecryptionError: The endpoint's secret does not
-            open under the configured KEK. Nothing was sent; the message is tried
-            again once its lease ends.
+    Once a message is claimed its attempt is always settled: a failure of Frontdoor's own
+    (a secret that does not open under the configured KEK, a malformed secret, a
+    sender's bug) is recorded as a failed attempt of error class ``internal``, retried on
+    the schedule and exhausted after the last one; the row names the exception's type,
+    never its text.
     """
     now = clock()
     async with pool.acquire() as conn:
         claimed = await claim(conn, message_id, now, policy.lease, tenant_id=tenant_id)
         if claimed is None:
             return None
-        if throttle is not None and claimed.rate_limit_per_second is not None:
-            wait = await throttle.wait(claimed.endpoint_id, claimed.rate_limit_per_second)
-            if wait > 0:
-                await _defer(conn, claimed, now + timedelta(seconds=wait))
-                return None
-        secrets = await signing_secrets(conn, claimed.tenant_id, claimed.endpoint_id, kek, now)
-    body = claimed.body.encode("utf-8")
-    headers = webhook_headers(secrets, claimed.id, int(now.timestamp()), body)
+        try:
+            if throttle is not None and claimed.rate_limit_per_second is not None:
+                wait = await throttle.wait(claimed.endpoint_id, claimed.rate_limit_per_second)
+                if wait > 0:
+                    until = await _throttled_until(conn, claimed, now, wait, claimed.rate_limit_per_second)
+                    await _defer(conn, claimed, until)
+                    return None
+            secrets = await signing_secrets(conn, claimed.tenant_id, claimed.endpoint_id, kek, now)
+        except Exception as exc:
+            # Claimed, so the attempt is counted: it must be settled, or the message would be
+            # claimed (and fail) again after every lease without a trace or an end.
+            return await _settle_internal(pool, claimed, policy, clock, exc, started_at=now)
+    headers: dict[str, str] = {}
     with _tracer.start_as_current_span("webhook.deliver", attributes={
         "webhook.message_id": claimed.id, "webhook.attempt": claimed.attempt, "frontdoor.tenant_id": claimed.tenant_id,
     }) as span:
@@ -253,6 +302,8 @@ async def deliver(
         error_class: str | None
         excerpt: bytes | str
         try:
+            body = claimed.body.encode("utf-8")
+            headers = webhook_headers(secrets, claimed.id, int(now.timestamp()), body)
             response = await sender.post(claimed.url, body, headers, policy.timeout.total_seconds())
             error_class = status_error_class(response.status)
             excerpt = response.body
@@ -260,6 +311,11 @@ async def deliver(
                 error_class = ErrorClass.INVALID_RESPONSE.value
         except SendError as exc:
             error_class, excerpt = exc.error_class.value, exc.detail
+        except Exception as exc:  # a malformed secret, a sender's bug: never the exception's text (secrets)
+            response = None
+            error_class, excerpt = ErrorClass.INTERNAL.value, _internal_detail(exc)
+            _log.warning("webhook_attempt_internal_error", message_id=claimed.id, tenant_id=claimed.tenant_id,
+                         error=type(exc).__name__)
         duration_ms = int((time.monotonic() - t0) * 1000)
         if response is not None:
             span.set_attribute("http.response.status_code", response.status)
@@ -271,21 +327,23 @@ async def deliver(
     return report
 
 
-async def _settle(
-    pool: asyncpg.Pool,
-    claimed: ClaimedMessage,
-    policy: DeliveryPolicy,
-    clock: Clock,
-    *,
-    started_at: datetime,
-    duration_ms: int,
-    response: SenderResponse | None,
-    error_class: str | None,
-    excerpt: bytes | str,
-    headers: dict[str, str],
-) -> DeliveryReport:
-    """Write the attempt, then the message's next state and the endpoint's health, atomically."""
-    ended = clock()
+def _internal_detail(exc: BaseException) -> str:
+    """What an attempt row says of an internal failure: the exception's type, never its text."""
+    return f"internal error ({type(exc).__name__}); nothing was sent"
+
+
+async def _settle_internal(pool: asyncpg.Pool, claimed: ClaimedMessage, policy: DeliveryPolicy, clock: Clock,
+                           exc: Exception, *, started_at: datetime) -> DeliveryReport:
+    """Settle a claimed attempt that failed before anything was sent, as ``internal``."""
+    _log.warning("webhook_attempt_internal_error", message_id=claimed.id, tenant_id=claimed.tenant_id,
+                 endpoint_id=claimed.endpoint_id, attempt=claimed.attempt, error=type(exc).__name__)
+    return await _settle(pool, claimed, policy, clock, started_at=started_at, duration_ms=0, response=None,
+                         error_class=ErrorClass.INTERNAL.value, excerpt=_internal_detail(exc), headers={})
+
+
+def _verdict(claimed: ClaimedMessage, policy: DeliveryPolicy, ended: datetime, response: SenderResponse | None,
+             error_class: str | None) -> tuple[Verdict, str | None, datetime | None, str]:
+    """The verdict, error class, retry time and next state of an attempt."""
     status = None if response is None else response.status
     verdict = classify(status, {} if response is None else response.headers)
     if verdict is Verdict.DELIVERED and error_class is not None:
@@ -301,6 +359,37 @@ async def _settle(
         retry_after = None if response is None else parse_retry_after(response.headers.get("retry-after"), ended)
         retry_at = next_attempt_at(claimed.attempt, ended, policy.retry, retry_after=retry_after)
         state = "pending" if retry_at is not None else "exhausted"
+    return verdict, error_class, retry_at, state
+
+
+async def _settle(
+    pool: asyncpg.Pool,
+    claimed: ClaimedMessage,
+    policy: DeliveryPolicy,
+    clock: Clock,
+    *,
+    started_at: datetime,
+    duration_ms: int,
+    response: SenderResponse | None,
+    error_class: str | None,
+    excerpt: bytes | str,
+    headers: dict[str, str],
+) -> DeliveryReport:
+    """Write the attempt, then the message's next state and the endpoint's health, atomically.
+
+    Nothing in the answer may keep the attempt from being recorded: should reading it fail
+    (a header nobody foresaw), the attempt is recorded as a failed one, retried on the
+    schedule.
+    """
+    ended = clock()
+    status = None if response is None else response.status
+    try:
+        verdict, error_class, retry_at, state = _verdict(claimed, policy, ended, response, error_class)
+    except Exception as exc:
+        _log.warning("webhook_answer_unreadable", message_id=claimed.id, error=type(exc).__name__)
+        verdict, error_class = Verdict.RETRY, ErrorClass.INVALID_RESPONSE.value
+        retry_at = next_attempt_at(claimed.attempt, ended, policy.retry)
+        state = "pending" if retry_at is not None else "exhausted"
     async with pool.acquire() as conn, conn.transaction():
         attempt_id = await record_attempt(
             conn, tenant_id=claimed.tenant_id, message_id=claimed.id, endpoint_id=claimed.endpoint_id,
@@ -310,7 +399,8 @@ async def _settle(
         )
         still_ours = await conn.fetchval(
             "UPDATE webhook_messages SET state = $5, next_attempt_at = $6, locked_until = NULL, last_status = $7,"
-            " delivered_at = CASE WHEN $5 = 'delivered' THEN $8 ELSE delivered_at END"
+            " delivered_at = CASE WHEN $5 = 'delivered' THEN $8 ELSE delivered_at END,"
+            " finished_at = CASE WHEN $5 <> 'pending' THEN $8 END"
             " WHERE tenant_id = $1 AND id = $2 AND state = 'pending' AND attempts = $3 AND locked_until = $4"
             " RETURNING id",
             claimed.tenant_id, claimed.id, claimed.attempt, claimed.locked_until, state, retry_at, status, ended,

@@ -35,6 +35,7 @@ class ErrorClass(StrEnum):
     HTTP_3XX = "http_3xx"
     HTTP_4XX = "http_4xx"
     HTTP_5XX = "http_5xx"
+    INTERNAL = "internal"  # Frontdoor could not make the attempt (an unreadable secret, a bug)
 
 
 class Verdict(StrEnum):

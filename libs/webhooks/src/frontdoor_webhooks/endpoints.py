@@ -30,6 +30,8 @@ from .endpoint_secrets import (
 )
 from .endpoint_url import validate_endpoint_url
 from .event_types import validate_event_types
+from .messages import NOTIFY_CHANNEL
+from .parking import in_transaction, lock_endpoint, park, unpark
 
 __all__ = [
     "CreatedEndpoint",
@@ -288,18 +290,24 @@ async def rotate_secret(conn: asyncpg.Connection, actor: Actor, endpoint_id: str
 async def enable_endpoint(conn: asyncpg.Connection, actor: Actor, endpoint_id: str, *, now: datetime) -> Endpoint:
     """Enable an endpoint (again); its waiting messages become due at once.
 
-    The failure streak restarts, so a re-enabled endpoint gets the full
-    ``webhook_disable_after`` before it can be disabled again.
+    In the same transaction its messages are unparked (back in the relay's due index), any
+    waiting for a later retry are made due at ``now``, and the relay is woken. The failure
+    streak restarts, so a re-enabled endpoint gets the full ``webhook_disable_after``
+    before it can be disabled again.
 
     Raises:
         NotFound: No such endpoint for this tenant.
     """
-    row = await conn.fetchrow(
-        "UPDATE webhook_endpoints SET enabled = true, disabled_at = NULL, disabled_reason = NULL,"  # noqa: S608
-        " failing_since = NULL, updated_at = $3 WHERE tenant_id = $1 AND id = $2 RETURNING " + _COLUMNS,
-        actor.tenant_id, endpoint_id, now)
-    if row is None:
-        raise NotFound("webhook_endpoint_not_found", "No such webhook endpoint.")
+    async with in_transaction(conn):
+        await lock_endpoint(conn, endpoint_id)  # messages being written see this, or are seen (parking)
+        row = await conn.fetchrow(
+            "UPDATE webhook_endpoints SET enabled = true, disabled_at = NULL, disabled_reason = NULL,"  # noqa: S608
+            " failing_since = NULL, updated_at = $3 WHERE tenant_id = $1 AND id = $2 RETURNING " + _COLUMNS,
+            actor.tenant_id, endpoint_id, now)
+        if row is None:
+            raise NotFound("webhook_endpoint_not_found", "No such webhook endpoint.")
+        if await unpark(conn, actor.tenant_id, endpoint_id, now):
+            await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, endpoint_id)
     await audit.record(conn, actor, "webhook_endpoint.enabled", target_type="webhook_endpoint",
                        target_id=endpoint_id, at=now)
     return _endpoint(row)
@@ -307,20 +315,23 @@ async def enable_endpoint(conn: asyncpg.Connection, actor: Actor, endpoint_id: s
 
 async def disable_endpoint(conn: asyncpg.Connection, actor: Actor, endpoint_id: str, *, reason: str,
                            now: datetime) -> Endpoint:
-    """Stop deliveries to an endpoint; its messages wait (``reason``: manual, gone, failing).
+    """Stop deliveries to an endpoint; its messages wait, parked (``reason``: manual, gone, failing).
 
     Idempotent: disabling a disabled endpoint keeps its first time and reason.
 
     Raises:
         NotFound: No such endpoint for this tenant.
     """
-    row = await conn.fetchrow(
-        "UPDATE webhook_endpoints SET enabled = false, disabled_at = coalesce(disabled_at, $3),"  # noqa: S608
-        " disabled_reason = coalesce(disabled_reason, $4), updated_at = $3"
-        " WHERE tenant_id = $1 AND id = $2 RETURNING " + _COLUMNS,
-        actor.tenant_id, endpoint_id, now, reason)
-    if row is None:
-        raise NotFound("webhook_endpoint_not_found", "No such webhook endpoint.")
+    async with in_transaction(conn):
+        await lock_endpoint(conn, endpoint_id)
+        row = await conn.fetchrow(
+            "UPDATE webhook_endpoints SET enabled = false, disabled_at = coalesce(disabled_at, $3),"  # noqa: S608
+            " disabled_reason = coalesce(disabled_reason, $4), updated_at = $3"
+            " WHERE tenant_id = $1 AND id = $2 RETURNING " + _COLUMNS,
+            actor.tenant_id, endpoint_id, now, reason)
+        if row is None:
+            raise NotFound("webhook_endpoint_not_found", "No such webhook endpoint.")
+        await park(conn, actor.tenant_id, endpoint_id)
     await audit.record(conn, actor, "webhook_endpoint.disabled", target_type="webhook_endpoint",
                        target_id=endpoint_id, details={"reason": reason}, at=now)
     return _endpoint(row)

@@ -7,9 +7,9 @@ one also sends ``pg_notify('frontdoor_webhooks', <message id>)`` at commit: a ch
 wake-up for a relay listening, which still reads the table (the notification carries
 nothing else and may be lost).
 
-States: ``pending`` (waiting for ``next_attempt_at``, or for its endpoint to be
-enabled), ``delivered``, ``exhausted`` (the schedule ran out) and ``aborted`` (the
-receiver said ``webhook-delivery: abort``).
+States: ``pending`` (waiting for ``next_attempt_at``, or, parked, for its endpoint to
+be enabled: see `parking`), ``delivered``, ``exhausted`` (the schedule ran out) and
+``aborted`` (the receiver said ``webhook-delivery: abort``).
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ from typing import Any, Literal
 
 import asyncpg
 import msgspec
-from frontdoor_core.errors import Invalid, NotFound
+from frontdoor_core.errors import Conflict, Invalid, NotFound
 from frontdoor_core.ids import new_id
 from frontdoor_tenancy import audit
 from frontdoor_tenancy.actor import Actor
 
 from .event_payloads import payload_for
 from .event_types import EVENT_TYPES, PERFORM, TEST_EVENT
+from .parking import hold_endpoint, in_transaction
 
 __all__ = [
     "NOTIFY_CHANNEL",
@@ -128,15 +129,20 @@ async def enqueue_message(
         raise Invalid("invalid_purpose", "operation.perform, and only it, has the purpose perform.")
     message_id = new_id("msg")
     try:
-        await conn.execute(
-            "INSERT INTO webhook_messages (tenant_id, id, endpoint_id, event_type, body, purpose, operation_id,"
-            " next_attempt_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)",
-            tenant_id, message_id, endpoint_id, event_type, build_body(event_type, data, now), purpose,
-            operation_id, now,
-        )
+        async with in_transaction(conn):
+            await hold_endpoint(conn, endpoint_id)  # an endpoint being enabled now unparks this message
+            parked = await conn.fetchval(  # a disabled endpoint's message waits parked
+                "INSERT INTO webhook_messages (tenant_id, id, endpoint_id, event_type, body, purpose, operation_id,"
+                " next_attempt_at, created_at, parked) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8,"
+                " coalesce((SELECT NOT e.enabled FROM webhook_endpoints AS e WHERE e.tenant_id = $1 AND e.id = $3),"
+                " false)) RETURNING parked",
+                tenant_id, message_id, endpoint_id, event_type, build_body(event_type, data, now), purpose,
+                operation_id, now,
+            )
     except asyncpg.ForeignKeyViolationError:
         raise NotFound("webhook_endpoint_not_found", "No such webhook endpoint.") from None
-    await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, message_id)
+    if not parked:
+        await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, message_id)
     return message_id
 
 
@@ -229,12 +235,23 @@ async def redeliver(conn: asyncpg.Connection, actor: Actor, message_id: str, *, 
     Raises:
         NotFound: No such message for this tenant.
     """
-    row = await conn.fetchrow(
-        "UPDATE webhook_messages SET state = 'pending', attempts = 0, next_attempt_at = $3"  # noqa: S608
-        " WHERE tenant_id = $1 AND id = $2 RETURNING " + _COLUMNS,
-        actor.tenant_id, message_id, now,
-    )
+    async with in_transaction(conn):
+        endpoint_id = await conn.fetchval("SELECT endpoint_id FROM webhook_messages WHERE tenant_id = $1 AND id = $2",
+                                          actor.tenant_id, message_id)
+        if endpoint_id is not None:
+            await hold_endpoint(conn, endpoint_id)  # parked when its endpoint is disabled (see `parking`)
+        row = await conn.fetchrow(
+            "UPDATE webhook_messages SET state = 'pending', attempts = 0, next_attempt_at = $3, finished_at = NULL,"  # noqa: S608
+            " parked = coalesce((SELECT NOT e.enabled FROM webhook_endpoints AS e"
+            " WHERE e.tenant_id = $1 AND e.id = webhook_messages.endpoint_id), false)"
+            " WHERE tenant_id = $1 AND id = $2 AND state <> 'superseded' RETURNING " + _COLUMNS,
+            actor.tenant_id, message_id, now,
+        )
     if row is None:
+        if await conn.fetchval("SELECT 1 FROM webhook_messages WHERE tenant_id = $1 AND id = $2",
+                               actor.tenant_id, message_id):
+            raise Conflict("webhook_message_superseded",
+                           "This perform message's operation is final: it is never sent again.")
         raise NotFound("webhook_message_not_found", "No such webhook message.")
     await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, message_id)
     await audit.record(conn, actor, "webhook_message.redelivered", target_type="webhook_message",
@@ -258,12 +275,16 @@ async def recover(conn: asyncpg.Connection, actor: Actor, endpoint_id: str, *, s
                                 actor.tenant_id, endpoint_id)
     if found is None:
         raise NotFound("webhook_endpoint_not_found", "No such webhook endpoint.")
-    ids = await conn.fetch(
-        "UPDATE webhook_messages SET state = 'pending', attempts = 0, next_attempt_at = $4"
-        " WHERE tenant_id = $1 AND endpoint_id = $2 AND created_at >= $3 AND state IN ('exhausted', 'aborted')"
-        " RETURNING id",
-        actor.tenant_id, endpoint_id, since, now,
-    )
+    async with in_transaction(conn):
+        await hold_endpoint(conn, endpoint_id)  # parked when the endpoint is disabled (see `parking`)
+        ids = await conn.fetch(
+            "UPDATE webhook_messages SET state = 'pending', attempts = 0, next_attempt_at = $4, finished_at = NULL,"
+            " parked = coalesce((SELECT NOT e.enabled FROM webhook_endpoints AS e WHERE e.tenant_id = $1"
+            " AND e.id = $2), false)"
+            " WHERE tenant_id = $1 AND endpoint_id = $2 AND created_at >= $3 AND state IN ('exhausted', 'aborted')"
+            " RETURNING id",
+            actor.tenant_id, endpoint_id, since, now,
+        )
     await audit.record(conn, actor, "webhook_endpoint.recovered", target_type="webhook_endpoint",
                        target_id=endpoint_id, details={"since": _iso(since), "messages": len(ids)}, at=now)
     if ids:
@@ -272,18 +293,40 @@ async def recover(conn: asyncpg.Connection, actor: Actor, endpoint_id: str, *, s
 
 
 async def prune(conn: asyncpg.Connection, now: datetime, retention: timedelta, *, limit: int = 10_000) -> int:
-    """Delete finished messages (and their attempts) older than ``retention``, all tenants.
+    """Delete finished messages (and their attempts) finished longer than ``retention`` ago, all tenants.
 
-    A maintenance job: pending messages are never pruned. At most ``limit`` per call,
-    so a large backlog is cleared in several short transactions.
+    A maintenance job: pending messages are never pruned. A message's age counts from
+    when it finished (``finished_at``; for rows older than that column, ``delivered_at``,
+    else ``created_at``). At most ``limit`` per call, so a large backlog is cleared in
+    several short transactions (the caller loops). The delete re-checks both conditions
+    on the row it deletes, so a message redelivered meanwhile is kept; rows another
+    transaction holds are skipped.
 
     Returns:
         How many messages were deleted.
     """
     deleted = await conn.fetchval(
-        "WITH gone AS (DELETE FROM webhook_messages WHERE (tenant_id, id) IN ("
-        " SELECT tenant_id, id FROM webhook_messages WHERE state <> 'pending' AND created_at < $1 LIMIT $2)"
+        "WITH doomed AS (SELECT tenant_id, id FROM webhook_messages"
+        " WHERE state <> 'pending' AND coalesce(finished_at, delivered_at, created_at) < $1"
+        " LIMIT $2 FOR UPDATE SKIP LOCKED),"
+        " gone AS (DELETE FROM webhook_messages AS m USING doomed AS d"
+        " WHERE m.tenant_id = d.tenant_id AND m.id = d.id"
+        " AND m.state <> 'pending' AND coalesce(m.finished_at, m.delivered_at, m.created_at) < $1"
         " RETURNING 1) SELECT count(*) FROM gone",
         now - retention, limit,
     )
     return int(deleted)
+
+
+async def supersede_message(conn: asyncpg.Connection, tenant_id: str, message_id: str) -> bool:
+    """Stop a message for good: its subject no longer wants it sent (a final operation's perform).
+
+    ``superseded`` is terminal: retries, redelivery and recovery never re-queue it. A process
+    sending it at this moment keeps its lease, but its result is not written over it
+    (settling requires ``pending``). True when it was not yet delivered.
+    """
+    superseded = await conn.fetchval(
+        "UPDATE webhook_messages SET state = 'superseded', locked_until = NULL, finished_at = now()"
+        " WHERE tenant_id = $1 AND id = $2 AND state IN ('pending', 'exhausted', 'aborted') RETURNING 1",
+        tenant_id, message_id)
+    return superseded is not None

@@ -27,6 +27,7 @@ from frontdoor_tenancy import audit
 from frontdoor_tenancy.actor import Actor
 
 from .messages import NOTIFY_CHANNEL
+from .parking import hold_endpoint
 
 __all__ = ["CHUNK", "Recovery", "get_recovery", "run_recovery_chunk", "run_recoveries", "start_recovery"]
 
@@ -111,6 +112,7 @@ async def run_recovery_chunk(conn: asyncpg.Connection, now: datetime, *,
     if job is None:
         return None
     tenant_id, endpoint_id = job["tenant_id"], job["endpoint_id"]
+    await hold_endpoint(conn, endpoint_id)  # requeued parked when the endpoint is disabled (see `parking`)
     total = job["total"]
     if total is None:
         total = await conn.fetchval(
@@ -128,7 +130,9 @@ async def run_recovery_chunk(conn: asyncpg.Connection, now: datetime, *,
              LIMIT $7
                FOR UPDATE
         ), moved AS (
-            UPDATE webhook_messages AS m SET state = 'pending', attempts = 0, next_attempt_at = $8
+            UPDATE webhook_messages AS m SET state = 'pending', attempts = 0, next_attempt_at = $8,
+                   finished_at = NULL, parked = coalesce((SELECT NOT e.enabled FROM webhook_endpoints AS e
+                                                           WHERE e.tenant_id = $1 AND e.id = $2), false)
               FROM batch WHERE m.tenant_id = $1 AND m.id = batch.id
             RETURNING m.id, m.created_at
         )

@@ -12,6 +12,7 @@ are passed in.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
@@ -19,6 +20,8 @@ from email.utils import parsedate_to_datetime
 import msgspec
 
 __all__ = ["RetryPolicy", "next_attempt_at", "parse_retry_after"]
+
+_DELAY_SECONDS = re.compile(r"[0-9]+", re.ASCII)
 
 
 class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):
@@ -69,15 +72,16 @@ def parse_retry_after(value: str | None, now: datetime) -> timedelta | None:
     if value is None:
         return None
     text = value.strip()
-    if text.isdigit():
-        return timedelta(seconds=min(int(text), 10**9))
+    if _DELAY_SECONDS.fullmatch(text):  # ASCII digits only: str.isdigit() also accepts "²", "٣"...
+        seconds = int(text) if len(text) <= 12 else 10**9  # a huge number is as good as the cap
+        return timedelta(seconds=min(seconds, 10**9))
     try:
         when = parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return max(when - now, timedelta(0))
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(when - now, timedelta(0))
 
 
 def next_attempt_at(

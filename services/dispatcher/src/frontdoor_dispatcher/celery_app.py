@@ -39,7 +39,8 @@ app.conf.update(
     beat_schedule_filename=os.path.join(_settings.data_dir, "celerybeat-schedule"),
     beat_schedule={
         "keys-prune": {"task": "frontdoor.keys.prune_retired", "schedule": 24 * 3600.0},
-        "webhooks-prune": {"task": "frontdoor.webhooks.prune", "schedule": 3600.0},
+        # a run prunes for up to 50 s (message_pruning.BUDGET), so a backlog is cleared within hours
+        "webhooks-prune": {"task": "frontdoor.webhooks.prune", "schedule": 300.0, "options": {"expires": 300.0}},
         "events-prune": {"task": "frontdoor.events.prune_forwarded", "schedule": 3600.0},
         "webhooks-recoveries": {"task": "frontdoor.webhooks.recoveries", "schedule": 5.0,
                                 "options": {"expires": 5.0}},

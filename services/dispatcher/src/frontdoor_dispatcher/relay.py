@@ -6,8 +6,12 @@
    wrote it (``pg_notify`` commits with it), so the relay wakes at once: no fixed polling.
    Beside it runs the `EventForwarder`, which turns the sessions and tenancy outboxes into
    webhook messages (``LISTEN frontdoor_events``).
-2. Find due messages with ``FOR UPDATE SKIP LOCKED`` (several relays never take the same
-   rows), and send them to Celery in batches (``frontdoor.webhooks.deliver``).
+2. Find due messages with ``FOR UPDATE SKIP LOCKED`` (several relays running together
+   take different rows), commit, then send them to Celery in batches
+   (``frontdoor.webhooks.deliver``). Publishing happens after the commit and in a thread
+   (Celery's ``apply_async`` blocks): a stalled broker neither holds row locks nor stops
+   this loop. A message two relays both hand on is harmless: the delivery engine's claim
+   lets one attempt through.
 3. Sleep until the next notification or the next scheduled retry, whichever is first
    (at most ``IDLE_WAKE`` seconds, the backstop for a lost notification or a restart).
 
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 import signal
 import time
@@ -52,7 +57,11 @@ IN_FLIGHT_POLL: Final = 0.05
 
 
 class Relay:
-    """The loop; ``send(batch)`` hands a batch of message IDs to the workers."""
+    """The loop; ``send(batch)`` hands a batch of message IDs to the workers.
+
+    ``send`` may be a coroutine function (awaited on this loop) or a plain, possibly
+    blocking, function (run in a thread).
+    """
 
     def __init__(self, database_url: str, send: Callable[[list[str]], Any], *, batch: int = BATCH,
                  idle_wake: float = IDLE_WAKE, heartbeat: Path | None = None, resend_after: float = RESEND_AFTER,
@@ -102,27 +111,33 @@ class Relay:
         await self._forget_taken(conn, now_mono)
         moved = 0
         while (room := min(self._window - len(self._sent), self._batch * 4)) > 0:
-            async with conn.transaction():
+            async with conn.transaction():  # committed before publishing: no lock is held meanwhile
                 due = await due_messages(conn, datetime.now(UTC), limit=room, exclude=list(self._sent))
-                for start in range(0, len(due), self._batch):
-                    chunk = due[start:start + self._batch]
-                    try:
-                        self._send(chunk)
-                    except Exception as exc:  # the broker is down: the messages stay due in PostgreSQL
-                        _log.warning("relay_broker_unavailable", error=type(exc).__name__)
-                        self._broker_down = True
-                        return moved
-                    for m in chunk:
-                        self._sent[m] = now_mono
-            moved += len(due)
+            for start in range(0, len(due), self._batch):
+                chunk = due[start:start + self._batch]
+                try:
+                    await self._publish(chunk)
+                except Exception as exc:  # the broker is down: the messages stay due in PostgreSQL
+                    _log.warning("relay_broker_unavailable", error=type(exc).__name__)
+                    self._broker_down = True
+                    return moved
+                for m in chunk:
+                    self._sent[m] = now_mono
+                moved += len(chunk)
             if len(due) < room:
                 break
         return moved
 
+    async def _publish(self, chunk: list[str]) -> None:
+        if inspect.iscoroutinefunction(self._send):
+            await self._send(chunk)
+        else:
+            await asyncio.to_thread(self._send, chunk)
+
     async def _next_due_in(self, conn: asyncpg.Connection) -> float:
         seconds = await conn.fetchval(
             "SELECT extract(epoch FROM (min(next_attempt_at) - now())) FROM webhook_messages"
-            " WHERE state = 'pending' AND next_attempt_at > now()")
+            " WHERE state = 'pending' AND NOT parked AND next_attempt_at > now()")
         return self._idle_wake if seconds is None else max(0.0, min(float(seconds), self._idle_wake))
 
     async def run(self) -> None:

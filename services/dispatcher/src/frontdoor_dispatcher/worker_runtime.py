@@ -27,7 +27,7 @@ from frontdoor_tenancy.credentials import Kek
 from frontdoor_webhooks.delivery_policy import DeliveryPolicy
 from frontdoor_webhooks.sender import SafeSender
 
-__all__ = ["WorkerRuntime", "run"]
+__all__ = ["WorkerRuntime", "delivery_outbound_policy", "run"]
 
 T = TypeVar("T")
 
@@ -62,11 +62,22 @@ def _ensure_loop() -> asyncio.AbstractEventLoop:
     return _Process.loop
 
 
+def delivery_outbound_policy(settings: Settings) -> OutboundPolicy:
+    """The fetcher policy of deliveries: its total deadline is ``FRONTDOOR_WEBHOOK_TIMEOUT``.
+
+    Each attempt also passes that timeout to `SafeFetcher.post`; the policy's total is the
+    same so nothing in the fetcher cuts an attempt shorter. Connects stay bounded by the
+    policy's ``connect_timeout``.
+    """
+    return OutboundPolicy(allow_http_loopback=settings.is_dev, allowlist=settings.allowlist(),
+                          total_timeout=settings.webhook_timeout.total_seconds())
+
+
 async def runtime(settings: Settings) -> WorkerRuntime:
     """The process's runtime (created in the process's loop on first use)."""
     if _Process.runtime is None:
         pool = await create_pool(settings.database_url, min_size=1, max_size=settings.db_pool_max)
-        fetcher = SafeFetcher(OutboundPolicy(allow_http_loopback=settings.is_dev, allowlist=settings.allowlist()))
+        fetcher = SafeFetcher(delivery_outbound_policy(settings))
         _Process.runtime = WorkerRuntime(settings=settings, pool=pool, redis=create_redis(settings.redis_url),
                                  sender=SafeSender(fetcher), kek=Kek.from_env_value(settings.kek),
                                  policy=DeliveryPolicy.from_settings(settings))

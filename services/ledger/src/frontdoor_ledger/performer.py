@@ -21,6 +21,7 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+from frontdoor_core.errors import Conflict, Invalid, NotFound
 from frontdoor_core.logging import get_logger
 from frontdoor_operations import kinds, ledger
 from frontdoor_operations.ledger import Operation
@@ -76,24 +77,39 @@ class Performer:
         self._ctx.waiters.wake(operation_id)
 
     async def perform_and_wait(self, tenant_id: str, operation_id: str, message_id: str) -> Operation | None:
-        """Attempt the perform webhook now and answer the operation once settled or at the budget."""
+        """Attempt the perform webhook now and answer the operation once settled or at the budget.
+
+        The waiter is registered before the attempt starts, and the operation is read again
+        once the attempt ends, so an outcome recorded by another process in between is never
+        missed. After a ``202`` (or when another process holds the message) it keeps waiting,
+        within the budget, for the outcome to be reported; after a failed attempt it answers
+        at once: the outcome is unknown and a retry is scheduled.
+        """
         budget = self._ctx.settings.confirm_wait.total_seconds()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + budget
         waiter = asyncio.create_task(self._ctx.waiters.wait(operation_id, budget))
+        await asyncio.sleep(0)  # let the waiter register before anything can settle
         attempt = asyncio.create_task(self._attempt(tenant_id, message_id))
         self._tasks.add(attempt)
         attempt.add_done_callback(self._tasks.discard)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + budget
         try:
             done, _ = await asyncio.wait({waiter, attempt}, timeout=budget, return_when=asyncio.FIRST_COMPLETED)
-            if attempt in done and waiter not in done and attempt.result() is None:
-                # Another process holds the message: wait for its outcome on the channel.
-                await asyncio.wait({waiter}, timeout=max(deadline - loop.time(), 0))
+            if waiter not in done and attempt in done:
+                current = await self._read(tenant_id, operation_id)
+                if current is None or current.state != "in_progress":
+                    return current
+                report = attempt.result()
+                if report is None or report.state == "delivered":  # elsewhere, or accepted: await the report
+                    await asyncio.wait({waiter}, timeout=max(deadline - loop.time(), 0))
         finally:
             if not waiter.done():
                 waiter.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await waiter
+        return await self._read(tenant_id, operation_id)
+
+    async def _read(self, tenant_id: str, operation_id: str) -> Operation | None:
         async with self._ctx.pool.acquire() as conn:
             return await ledger.get_operation(conn, tenant_id, operation_id)
 
@@ -111,19 +127,41 @@ class Performer:
             endpoint = await get_endpoint(conn, tenant_id, kind.reprice_endpoint_id)
             keys = await signing_secrets(conn, tenant_id, endpoint.id, self._kek, ctx.now())
         now = ctx.now()
-        body = msgspec.json.encode({"type": "operation.reprice", "timestamp": now.isoformat(),
-                                    "data": ledger.perform_data(op)})
+        # Not a perform: no idempotency key, so a receiver keyed on it cannot mistake this for one.
+        data = {k: v for k, v in ledger.perform_data(op).items() if k != "idempotency_key"}
+        body = msgspec.json.encode({"type": "operation.reprice", "timestamp": now.isoformat(), "data": data})
         headers = webhook_headers(keys, "msg_reprice_" + secrets.token_hex(12), int(now.timestamp()), body)
         try:
             answer = await self._sender.post(endpoint.url, body, headers, _REPRICE_TIMEOUT)
             quoted = msgspec.json.decode(answer.body) if 200 <= answer.status < 300 else None
         except (SendError, msgspec.DecodeError):
             quoted = None
-        if not isinstance(quoted, dict) or not isinstance(quoted.get("summary"), str):
-            raise RepriceUnavailable
-        terms = quoted.get("terms")
-        if quoted["summary"] == op.summary and terms == op.terms:
+        summary, terms = _quote(quoted, op)
+        if summary == op.summary and terms == op.terms:
             return None
-        async with ctx.pool.acquire() as conn:
-            return await ledger.revise(conn, tenant_id, op.id, summary=quoted["summary"],
-                                       terms=terms if isinstance(terms, dict) else None, now=now)
+        try:
+            async with ctx.pool.acquire() as conn:
+                return await ledger.revise(conn, tenant_id, op.id, summary=summary, terms=terms, now=now)
+        except Invalid:
+            raise RepriceUnavailable from None  # the company's quote is not a valid revision
+        except (Conflict, NotFound):
+            return None  # confirmed elsewhere, or lapsed, meanwhile: the confirm answers it as it is
+
+
+def _quote(quoted: Any, op: Operation) -> tuple[str, dict[str, Any] | None]:
+    """The quote's summary and terms; a missing ``terms`` keeps the current ones, ``null`` removes them.
+
+    Raises:
+        RepriceUnavailable: no usable quote.
+    """
+    if not isinstance(quoted, dict):
+        raise RepriceUnavailable
+    summary = quoted.get("summary")
+    if not isinstance(summary, str) or not summary.strip():
+        raise RepriceUnavailable
+    if "terms" not in quoted:
+        return summary, op.terms
+    terms = quoted["terms"]
+    if terms is not None and not isinstance(terms, dict):
+        raise RepriceUnavailable
+    return summary, terms

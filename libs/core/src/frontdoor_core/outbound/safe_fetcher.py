@@ -187,8 +187,10 @@ class SafeFetcher:
             headers: Request headers (``Content-Type`` included); they may not set
                 ``Host``, ``Content-Length``, ``Transfer-Encoding``, ``Connection``,
                 ``Accept-Encoding``, ``Cookie`` or ``Proxy-Authorization``.
-            timeout: Deadline in seconds for the whole request; the policy's
-                ``total_timeout`` when None.
+            timeout: Deadline in seconds for the whole request (and for each read,
+                write and pool wait within it); the policy's ``total_timeout`` when
+                None. A connect is still bounded by the policy's ``connect_timeout``
+                (or the deadline, when shorter).
             max_bytes: Most body bytes kept; the policy's ``max_bytes`` when None.
 
         Returns:
@@ -208,7 +210,7 @@ class SafeFetcher:
         try:
             async with asyncio.timeout(deadline):
                 target = self._check(url, redirect=False)
-                async with self._client(False) as client:
+                async with self._client(False, timeout=deadline) as client:
                     request = client.build_request("POST", target, content=body, headers=dict(headers))
                     response = await client.send(request, stream=True)
                     try:
@@ -240,8 +242,11 @@ class SafeFetcher:
                 return bytes(body[:limit]), True
         return bytes(body), False
 
-    def _client(self, accept_json: bool) -> httpx.AsyncClient:
+    def _client(self, accept_json: bool, *, timeout: float | None = None) -> httpx.AsyncClient:
+        # ``timeout`` (a caller's deadline, `post`) replaces the policy's total for the
+        # client's own read/write/pool limits, or they would cut the request short first.
         policy = self._policy
+        total = policy.total_timeout if timeout is None else timeout
         transport: httpx.AsyncBaseTransport
         if self._transport is not None:
             transport = _BorrowedTransport(self._transport)
@@ -254,7 +259,7 @@ class SafeFetcher:
             trust_env=False,
             follow_redirects=False,
             cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
-            timeout=httpx.Timeout(policy.total_timeout, connect=policy.connect_timeout),
+            timeout=httpx.Timeout(total, connect=min(policy.connect_timeout, total)),
             headers={
                 "User-Agent": policy.user_agent,
                 "Accept": "application/json" if accept_json else "*/*",

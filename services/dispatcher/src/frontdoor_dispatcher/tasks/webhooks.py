@@ -2,13 +2,16 @@
 
 ``frontdoor.webhooks.deliver`` takes a batch of message IDs from the relay and starts an
 attempt at each, concurrently, on the process's background loop, and returns at once: the
-process takes its next batch while the attempts carry on, so a receiver that times out holds only its own attempts, never the
-worker, so one tenant's dead endpoint does not delay another tenant's deliveries. At most
-``MAX_IN_FLIGHT`` attempts run per process (a task waits for a free slot beyond that).
-An attempt cut short by the process dying is not lost: its lease ends and the relay hands
-the message on again. The delivery engine's claim makes a duplicate task harmless: one
-process sends a given attempt. A perform message's answer is applied to its operation here.
-Hourly, finished messages and forwarded outbox rows past the retention are pruned.
+process takes its next batch while the attempts carry on, so a receiver that times out
+holds only its own attempts, never the worker. At most ``MAX_IN_FLIGHT`` attempts run per
+process and at most ``PER_ENDPOINT`` to one endpoint (`admission`), so one tenant's dead
+endpoint does not delay another tenant's deliveries: a message beyond either cap is handed
+back (due again shortly, no attempt used) for the relay to offer again, and the task never
+waits for room. An attempt cut short by the process dying is not lost: its lease ends and
+the relay hands the message on again. The delivery engine's claim makes a duplicate task
+harmless: one process sends a given attempt. A perform message's answer is applied to its
+operation here. Every 5 minutes finished messages past the retention are pruned (in chunks,
+within a time budget); hourly, forwarded outbox rows.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import os
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Final
 
 import structlog
 from celery.signals import worker_process_shutdown
@@ -25,22 +27,27 @@ from frontdoor_operations import ledger
 from frontdoor_operations.perform import perform_message
 from frontdoor_webhooks.delivery import RedisThrottle
 from frontdoor_webhooks.delivery import deliver as deliver_one
-from frontdoor_webhooks.messages import prune
 
+from ..admission import InFlight, start_attempts
 from ..celery_app import _settings, app
+from ..message_pruning import prune_messages as prune_finished_messages
 from ..outbox_pruning import prune_outboxes
 from ..worker_runtime import WorkerRuntime, run, runtime
 
 _log = structlog.get_logger("frontdoor.dispatcher")
-MAX_IN_FLIGHT: Final = 500
 
 
-class _InFlight:
-    """This process's running attempts (touched only from its loop)."""
+class _Process:
+    """This process's running attempts (touched only from its loop); rebuilt in a forked child."""
 
-    slots: asyncio.Semaphore | None = None
-    tasks: ClassVar[set[asyncio.Task[Any]]] = set()
+    in_flight: InFlight | None = None
     pid: int | None = None
+
+
+def _in_flight() -> InFlight:
+    if _Process.in_flight is None or _Process.pid != os.getpid():
+        _Process.in_flight, _Process.pid = InFlight(), os.getpid()
+    return _Process.in_flight
 
 
 async def _attempt(rt: WorkerRuntime, message_id: str, purpose: str | None) -> None:
@@ -62,33 +69,22 @@ async def _logged(rt: WorkerRuntime, message_id: str, purpose: str | None) -> No
 
 async def _deliver(message_ids: list[str]) -> int:
     rt = await runtime(_settings)
-    if _InFlight.slots is None or _InFlight.pid != os.getpid():  # a forked child builds its own
-        _InFlight.slots, _InFlight.pid = asyncio.Semaphore(MAX_IN_FLIGHT), os.getpid()
-        _InFlight.tasks.clear()
-    slots = _InFlight.slots
-    # One look-up for the whole batch (not one per message): which engine each message needs.
-    rows = await rt.pool.fetch("SELECT id, purpose FROM webhook_messages WHERE id = ANY($1::text[])", message_ids)
-    purposes = {r["id"]: r["purpose"] for r in rows}
-    started: list[asyncio.Task[None]] = []  # not waited for: a slow receiver must not hold this worker
-    for message_id in message_ids:
-        await slots.acquire()
-        task = asyncio.create_task(_logged(rt, message_id, purposes.get(message_id)))
-        _InFlight.tasks.add(task)
-        task.add_done_callback(_InFlight.tasks.discard)
-        task.add_done_callback(lambda _t: slots.release())
-        started.append(task)
-    return len(started)
+    admitted = await start_attempts(  # not waited for: a slow receiver must not hold this worker
+        rt.pool, message_ids, _in_flight(), lambda message_id, purpose: _logged(rt, message_id, purpose),
+        clock=utc_now, hand_back_within=rt.policy.timeout.total_seconds())
+    return len(admitted.started)
 
 
 async def _drain(timeout: float) -> None:  # noqa: ASYNC109 - a budget for shutdown
-    if _InFlight.tasks:
-        await asyncio.wait(set(_InFlight.tasks), timeout=timeout)
+    in_flight = _Process.in_flight
+    if in_flight is not None and in_flight.tasks:
+        await asyncio.wait(set(in_flight.tasks), timeout=timeout)
 
 
 @worker_process_shutdown.connect
 def _finish_attempts(**_: object) -> None:
     """On a clean stop, let running attempts end (bounded by the webhook timeout)."""
-    if _InFlight.tasks:
+    if _Process.in_flight is not None and _Process.in_flight.tasks and _Process.pid == os.getpid():
         run(_drain(_settings.webhook_timeout.total_seconds() + 1))
 
 
@@ -115,13 +111,12 @@ def expire_due() -> int:
 
 async def _prune() -> int:
     rt = await runtime(_settings)
-    async with rt.pool.acquire() as conn:
-        return await prune(conn, datetime.now(UTC), _settings.webhook_retention)
+    return await prune_finished_messages(rt.pool, datetime.now(UTC), _settings.webhook_retention)
 
 
 @app.task(name="frontdoor.webhooks.prune", ignore_result=True)
 def prune_messages() -> int:
-    """Delete delivered and exhausted messages (and their attempts) past the retention period."""
+    """Delete finished messages (and their attempts) past the retention period, chunk by chunk."""
     count = run(_prune())
     if count:
         _log.info("webhook_messages_pruned", count=count)

@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 from frontdoor_core.rate_limit import hit
 from frontdoor_httpkit import client_address
-from frontdoor_operations import ledger
+from frontdoor_operations import kinds, ledger
 from frontdoor_operations.ledger import Operation, to_wire
 from frontdoor_operations.rules import CallerView, cancel_decision, check_owner, confirm_decision, is_lapsed
 from frontdoor_protocol import ErrorCode, ProtocolError
@@ -64,12 +64,12 @@ async def _limit(ctx: LedgerContext, key: str, limit: int) -> None:
 
 async def _owned(ctx: LedgerContext, slug: str, operation_id: str,
                  request: Request[Any, Any, Any]) -> tuple[LedgerTenant, CallerView, Operation]:
+    # Before any lookup or signature check (the costly parts): per network, then per Session.
+    network = client_address(request, ctx.settings.trusted_proxies)
+    await _limit(ctx, f"ledger:net:{slug[:64]}:{network}", REQUESTS_PER_NETWORK_PER_MINUTE)
     tenant = await ctx.tenant(slug)
     if tenant is None:
         raise Refused(refusal(ProtocolError(ErrorCode.OPERATION_NOT_FOUND, "No such operation.")))
-    # Before the signature checks (the costly part): per network, then per Session once known.
-    network = client_address(request, ctx.settings.trusted_proxies)
-    await _limit(ctx, f"ledger:net:{tenant.tenant_id}:{network}", REQUESTS_PER_NETWORK_PER_MINUTE)
     caller = await authenticate(ctx, tenant, request)
     await _limit(ctx, f"ledger:ses:{tenant.tenant_id}:{caller.session_id}", REQUESTS_PER_SESSION_PER_MINUTE)
     async with ctx.pool.acquire() as conn:
@@ -136,6 +136,11 @@ async def confirm_flow(ctx: LedgerContext, tenant: LedgerTenant, caller: CallerV
         if decision.error.code == ErrorCode.TERMS_CHANGED:
             return _terms_changed(op)
         return refusal(decision.error)
+    async with ctx.pool.acquire() as conn:
+        ready = await kinds.perform_endpoint_enabled(conn, tenant.tenant_id, op.kind)
+    if not ready:  # its perform webhook is disabled: a confirm now would wait with no one to perform it
+        return refusal(ProtocolError(ErrorCode.TEMPORARILY_UNAVAILABLE, "This cannot be confirmed right now; retry."),
+                       headers={"Retry-After": "60"})
     try:
         repriced = await ctx.performer.reprice(tenant.tenant_id, op) if ctx.performer is not None else None
     except RepriceUnavailable:
@@ -147,7 +152,7 @@ async def confirm_flow(ctx: LedgerContext, tenant: LedgerTenant, caller: CallerV
         current, message_id = await ledger.confirm(conn, tenant.tenant_id, op.id, revision=op.revision,
                                                    approved_by=approved_by,  # type: ignore[arg-type]
                                                    via=via,  # type: ignore[arg-type]
-                                                   now=ctx.now())
+                                                   now=ctx.now(), account=caller.account)
     if message_id is None:
         # Another confirm won (or the proposal changed or lapsed meanwhile): answer what is.
         if current.state == "proposed" and current.revision != op.revision:

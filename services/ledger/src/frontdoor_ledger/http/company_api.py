@@ -8,7 +8,8 @@ Every refusal is ``{"error", "error_description"}``; nothing echoes the request.
 from __future__ import annotations
 
 import base64
-from datetime import datetime
+import re
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import msgspec
@@ -31,6 +32,9 @@ from .agent_operations import confirm_flow
 __all__ = ["domain_error", "routes"]
 
 _NO_STORE = {"Cache-Control": "no-store"}
+_SAFE_PATH = re.compile(r"\$(\.[a-z_]{1,40}|\[[0-9]{1,6}\])*")
+_LIMIT = re.compile(r"[0-9]{1,3}")
+_OLDEST = datetime(2000, 1, 1, tzinfo=UTC)
 _STATUS = {"invalid": 400, "not_found": 404, "conflict": 409, "forbidden": 403, "unavailable": 503}
 OPERATIONS_EXTENSION = "operations"
 OPERATIONS_VERSION = "1"
@@ -94,7 +98,10 @@ def _decode(raw: bytes, typ: type[Any]) -> Any:
     try:
         return msgspec.json.decode(raw, type=typ)
     except msgspec.ValidationError as exc:
-        raise Invalid("invalid_request", f"The body does not fit: {str(exc).split(' - at')[0]}.") from None
+        # Name where, never what: msgspec's text quotes the input (an unknown member's name).
+        _, _, where = str(exc).rpartition(" - at `")
+        path = where.rstrip("`") if where and _SAFE_PATH.fullmatch(where.rstrip("`")) else "$"
+        raise Invalid("invalid_request", f"The body does not fit the schema at {path}.") from None
     except msgspec.DecodeError:
         raise Invalid("invalid_request", "The body must be a JSON object.") from None
 
@@ -196,9 +203,13 @@ def _parse_cursor(value: str) -> tuple[datetime, str]:
     try:
         raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode()
         at, _, op_id = raw.partition("|")
-        return datetime.fromisoformat(at), op_id
+        parsed = datetime.fromisoformat(at)
     except (ValueError, UnicodeDecodeError):
         raise Invalid("invalid_cursor", "cursor is not one this API gave.") from None
+    if parsed.tzinfo is None or not _OLDEST <= parsed <= datetime(9000, 1, 1, tzinfo=UTC) \
+            or not ledger.is_operation_id(op_id):
+        raise Invalid("invalid_cursor", "cursor is not one this API gave.")
+    return parsed, op_id
 
 
 def _time(value: str | None, name: str) -> datetime | None:
@@ -210,6 +221,8 @@ def _time(value: str | None, name: str) -> datetime | None:
         raise Invalid("invalid_request", f"{name} must be an ISO 8601 time.") from None
     if parsed.tzinfo is None:
         raise Invalid("invalid_request", f"{name} must include a timezone.")
+    if not _OLDEST <= parsed <= datetime(9000, 1, 1, tzinfo=UTC):
+        raise Invalid("invalid_request", f"{name} is out of range.")
     return parsed
 
 
@@ -223,7 +236,7 @@ async def list_all(company: LedgerTenant, request: Request[Any, Any, Any], state
     if state_filter is not None and state_filter not in _STATES:
         raise Invalid("invalid_request", "state must be one of " + ", ".join(_STATES) + ".")
     limit_text = q.get("limit", "50")
-    if not limit_text.isdigit() or not 1 <= int(limit_text) <= 200:
+    if not _LIMIT.fullmatch(limit_text) or not 1 <= int(limit_text) <= 200:
         raise Invalid("invalid_request", "limit must be 1 to 200.")
     filters = ListFilters(state=state_filter, kind=q.get("kind"), account=q.get("account"),
                           client_id=q.get("client_id"), since=_time(q.get("since"), "since"),
