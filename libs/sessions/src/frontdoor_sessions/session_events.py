@@ -14,13 +14,12 @@ every Account Token rotated from it stopped working), ``agent.blocked``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Literal
 
 import asyncpg
-import msgspec
 from frontdoor_core.ids import new_id
+from frontdoor_core.outbox import OutboxEvent, OutboxTable
 
 __all__ = ["EVENTS_CHANNEL", "EventType", "OutboxEvent", "mark_forwarded", "pending_events", "prune_forwarded",
            "record_event"]
@@ -28,21 +27,6 @@ __all__ = ["EVENTS_CHANNEL", "EventType", "OutboxEvent", "mark_forwarded", "pend
 EventType = Literal["session.signed_in", "session.signed_out", "account.revoked", "agent.blocked"]
 EVENTS_CHANNEL = "frontdoor_events"
 """The NOTIFY channel of every domain outbox (tenancy's ``outbox_events`` too)."""
-
-
-class OutboxEvent(msgspec.Struct, frozen=True, kw_only=True):
-    """One unforwarded event.
-
-    Attributes:
-        sequence: Increases with every event (in commit order for one object).
-    """
-
-    tenant_id: str
-    id: str
-    type: str
-    payload: dict[str, Any]
-    sequence: int
-    created_at: datetime
 
 
 async def record_event(conn: asyncpg.Connection, tenant_id: str, event_type: EventType, payload: dict[str, Any], *,
@@ -57,47 +41,11 @@ async def record_event(conn: asyncpg.Connection, tenant_id: str, event_type: Eve
     return event_id
 
 
-async def pending_events(conn: asyncpg.Connection, *, limit: int = 100) -> list[OutboxEvent]:
-    """Unforwarded events, oldest first, locked ``FOR UPDATE SKIP LOCKED`` (all tenants: a queue).
+_TABLE = OutboxTable("session_events")
 
-    Run in the transaction that forwards them and calls `mark_forwarded`.
-    """
-    rows = await conn.fetch(
-        "SELECT tenant_id, id, type, payload, sequence, created_at FROM session_events"
-        " WHERE forwarded_at IS NULL ORDER BY sequence LIMIT $1 FOR UPDATE SKIP LOCKED",
-        limit,
-    )
-    return [OutboxEvent(**dict(r)) for r in rows]
-
-
-async def mark_forwarded(conn: asyncpg.Connection, events: Sequence[OutboxEvent], *, now: datetime) -> None:
-    """Mark events as handed to the webhooks (in the transaction that did it)."""
-    for tenant_id in {e.tenant_id for e in events}:
-        await conn.execute(
-            "UPDATE session_events SET forwarded_at = $3 WHERE tenant_id = $1 AND id = ANY($2::text[])",
-            tenant_id, [e.id for e in events if e.tenant_id == tenant_id], now,
-        )
-
-
-async def prune_forwarded(conn: asyncpg.Connection, now: datetime, retention: timedelta, *,
-                          limit: int = 1000) -> int:
-    """Delete forwarded events whose forwarding is older than ``retention``, all tenants.
-
-    A maintenance job (the dispatcher runs it hourly with the webhook retention): once a
-    row is forwarded its webhook messages hold what receivers need, and those are pruned
-    after the same period. An unforwarded row is never deleted, however old. At most
-    ``limit`` rows per call, in one short statement: call again until it returns less
-    than ``limit`` to clear a backlog.
-
-    Returns:
-        How many rows were deleted.
-    """
-    if limit <= 0 or retention < timedelta(0):
-        raise ValueError("limit must be positive and retention not negative")
-    deleted = await conn.fetchval(
-        "WITH gone AS (DELETE FROM session_events WHERE (tenant_id, id) IN ("
-        " SELECT tenant_id, id FROM session_events WHERE forwarded_at IS NOT NULL AND forwarded_at < $1"
-        " ORDER BY forwarded_at LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING 1) SELECT count(*) FROM gone",
-        now - retention, limit,
-    )
-    return int(deleted)
+pending_events = _TABLE.pending
+"""Unforwarded events, oldest first, locked ``FOR UPDATE SKIP LOCKED`` (all tenants: a queue)."""
+mark_forwarded = _TABLE.mark_forwarded
+"""Mark events as handed to the webhooks (in the transaction that did it)."""
+prune_forwarded = _TABLE.prune_forwarded
+"""Delete forwarded events older than the retention, in bounded chunks (never an unforwarded one)."""
