@@ -26,9 +26,9 @@ from frontdoor_webhooks.delivery import hand_back
 
 __all__ = ["MAX_IN_FLIGHT", "PER_ENDPOINT", "PER_ENDPOINT_WAITING", "Admitted", "InFlight", "start_attempts"]
 
-MAX_IN_FLIGHT: Final = 2000
+MAX_IN_FLIGHT: Final = 500
 PER_ENDPOINT: Final = 16
-PER_ENDPOINT_WAITING: Final = 256
+PER_ENDPOINT_WAITING: Final = 64
 
 Attempt = Callable[[str, str], Coroutine[Any, Any, None]]
 
