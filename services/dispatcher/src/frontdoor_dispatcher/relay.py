@@ -52,7 +52,9 @@ _log = structlog.get_logger("frontdoor.relay")
 BATCH: Final = 50
 RESEND_AFTER: Final = 30.0
 IDLE_WAKE: Final = 1.0
-WINDOW: Final = 2000
+WINDOW: Final = 120
+# Sized to what the workers take on at once (16 running + 64 waiting per endpoint and process):
+# a larger window only makes them hand messages back (measured: 2000 → 264/s, 120 → 330/s).
 IN_FLIGHT_POLL: Final = 0.05
 
 
