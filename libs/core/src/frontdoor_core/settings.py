@@ -66,9 +66,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     log_level: Annotated[Literal["debug", "info", "warning", "error"], _doc("Log level (`debug`, `info`, `warning`, `error`).")] = "info"
     log_format: Annotated[Literal["json", "console"], _doc("`json` (one object per line) or `console` (coloured, for humans).")] = "json"
     otel_exporter_otlp_endpoint: Annotated[str, _doc("OTLP/HTTP endpoint for traces. Empty: spans are created but not exported.")] = ""
-    signup_rate_limit: Annotated[int, _doc("Sign-ups allowed per client address per hour.")] = 10
-    login_rate_limit: Annotated[int, _doc("Login attempts allowed per email per 15 minutes.")] = 10
-    login_network_rate_limit: Annotated[int, _doc("Login and invitation attempts allowed per client address per 15 minutes (all emails together).")] = 50
+    signup_rate_limit: Annotated[int, _doc("Sign-ups allowed per client network per hour (an IPv4 address, or an IPv6 /64).")] = 10
+    login_rate_limit: Annotated[int, _doc("Login attempts allowed per email per 15 minutes (however it is spelt: case, spaces, trailing dots, fullwidth forms and IDNA are normalised first).")] = 10
+    login_network_rate_limit: Annotated[int, _doc("Login and invitation attempts allowed per client network (an IPv4 address, or an IPv6 /64) per 15 minutes (all emails together).")] = 50
     cookie_idle_timeout: Annotated[timedelta, _doc("Admin browser sessions expire after this long idle.")] = timedelta(hours=2)
     max_body_bytes: Annotated[int, _doc("Largest request body any JSON API accepts.")] = 65536
     confirm_wait: Annotated[timedelta, _doc("How long a confirm request waits for the perform webhook's outcome before answering `in_progress` with `Retry-After`.")] = timedelta(seconds=3)

@@ -1,6 +1,6 @@
 """Litestar plumbing shared by Frontdoor's HTTP services (no domain words here)."""
 
-from .client_address import client_address
+from .client_address import client_address, network_key
 from .health import health_routes
 from .json_body import BadBody, read_json
 from .json_guard import make_json_guard
@@ -18,6 +18,7 @@ __all__ = [
     "current_request_id",
     "health_routes",
     "make_json_guard",
+    "network_key",
     "problem",
     "problem_exception_handlers",
     "read_json",

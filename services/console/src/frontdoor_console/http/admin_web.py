@@ -2,8 +2,8 @@
 
 The cookie is ``HttpOnly; SameSite=Lax`` and ``Secure`` outside dev mode; it carries an
 opaque token whose hash is stored, and it is replaced at every sign-in. Unknown email
-and wrong password get the same answer; attempts are rate-limited per email and per
-client address.
+and wrong password get the same answer; attempts are rate-limited per email (its
+normalised form, `email_key`) and per client network (an IPv6 /64, an IPv4 address).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from frontdoor_core.db import transaction
 from frontdoor_core.errors import RateLimited
 from frontdoor_httpkit import client_address, current_request_id
 from frontdoor_tenancy import admins
+from frontdoor_tenancy.email_address import email_key
 from litestar import Request, Response, get, post
 from litestar.datastructures import Cookie, State
 from litestar.enums import RequestEncodingType
@@ -60,7 +61,8 @@ async def login(
     client = client_address(request, ctx.settings.trusted_proxies)
     try:
         await rate_limit(ctx, f"login:ip:{client}", limit=ctx.settings.login_network_rate_limit, window_s=900)
-        await rate_limit(ctx, f"login:email:{data.email.strip().lower()}", limit=ctx.settings.login_rate_limit,
+        # One bucket per address however it is spelt (case, spaces, trailing dots, fullwidth, IDNA).
+        await rate_limit(ctx, f"login:email:{email_key(data.email)}", limit=ctx.settings.login_rate_limit,
                          window_s=900)
     except RateLimited as exc:
         return Template("login.html", context={"error": "Too many attempts. Wait a few minutes and try again.",
