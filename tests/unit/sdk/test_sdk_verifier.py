@@ -319,6 +319,29 @@ async def test_jwks_unavailable_fails_closed(frontdoor: FakeFrontdoor, fake_cloc
         assert isinstance(outcome, Caller)
 
 
+@pytest.mark.parametrize("down", ["unreachable", "500"])
+async def test_no_credential_is_challenged_while_the_jwks_is_unavailable(
+    frontdoor: FakeFrontdoor, fake_clock: Clock, down: str
+) -> None:
+    """RFC 6750 §3.1, RFC 9449 §7.1: the 401 challenge needs no key, so it does not wait for the issuer;
+    a real token is still 503 (fail closed), and a second Authorization header still 400."""
+    frontdoor.unreachable = down == "unreachable"
+    frontdoor.jwks_status = 500
+    agent = Agent()
+    token = frontdoor.mint(agent)
+    async with frontdoor.client() as http:
+        verifier = FrontdoorVerifier(ISSUER, CREDENTIAL, http=http, clock=fake_clock)
+        for headers in ([], [("Cookie", "sid=1")], [("Authorization", "Basic dXNlcjpwYXNz")]):
+            refusal = _refusal(await verifier.verify("GET", API_URL, headers), 401, "invalid_token")
+            assert refusal.headers["WWW-Authenticate"] == 'DPoP algs="ES256"'
+        _refusal(
+            await verifier.verify("GET", API_URL, agent.headers("GET", API_URL, token)), 503, "temporarily_unavailable"
+        )
+        twice = [("Authorization", f"DPoP {token}"), ("Authorization", f"DPoP {token}")]
+        _refusal(await verifier.verify("GET", API_URL, twice), 400, "invalid_request")
+    assert frontdoor.introspections == []
+
+
 async def test_dpop_nonces_when_configured(frontdoor: FakeFrontdoor, fake_clock: Clock) -> None:
     """PAP-4.3-21, RFC 9449 §9: without the nonce, use_dpop_nonce with DPoP-Nonce; with it, accepted."""
     nonces = RotatingDPoPNonces(secrets.token_bytes(32), clock=fake_clock)

@@ -12,7 +12,8 @@ Order, cheapest and most local first:
 4. The route's scopes: ``sign_in_required`` when signed out, else ``insufficient_scope``.
 
 It fails closed: when the keys or the state cannot be had, the answer is 503 with
-``Retry-After`` (500 if Frontdoor refuses the credential), never "allow".
+``Retry-After`` (500 if Frontdoor refuses the credential), never "allow". A request with
+no credential at all still gets its 401 challenge then: that needs no key.
 """
 
 from __future__ import annotations
@@ -197,6 +198,9 @@ class FrontdoorVerifier:
         try:
             keys = await self._jwks.keys()
         except JwksUnavailable:
+            # No credential needs no key: the bare challenge (RFC 6750 §3.1, RFC 9449 §7.1),
+            # not 503, so an agent learns to authenticate while the issuer is unreachable.
+            authorization_credential(headers)  # raises MissingToken without one
             raise _Refused(_unavailable("the issuer's keys are unavailable")) from None
         try:
             verified = self._check(method, url, headers, keys, resource_url)
