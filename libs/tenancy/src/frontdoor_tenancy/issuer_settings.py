@@ -24,6 +24,7 @@ __all__ = [
     "LoginConnection",
     "MediatedField",
     "MediatedSettings",
+    "ProtocolSettings",
     "SignInType",
     "StoredIssuerSettings",
     "default_settings",
@@ -98,6 +99,29 @@ class LoginConnection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     public_jwk: dict[str, Any] | None = None
 
 
+ProfileVersion = Literal["0.2", "1.0"]
+
+
+class ProtocolSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Which PAP profiles the issuer serves, and which one ``poppy.json`` names (ADR 0004 §1).
+
+    Attributes:
+        served: What the issuer and the sdk accept: ``0.2`` (the jwt-bearer Session grant
+            and Session Tokens) and/or ``1.0`` (``Poppy-Session`` headers with RFC 9068
+            access tokens). Settings stored before 1.0 existed decode as ``["0.2"]``, so
+            nothing changes under an existing tenant until an admin opts in.
+        published: The ``protocol_version`` of the generated ``poppy.json``; one of
+            ``served``. A document names exactly one version.
+    """
+
+    served: list[ProfileVersion] = msgspec.field(default_factory=lambda: ["0.2"])
+    published: ProfileVersion = "0.2"
+
+    def serves(self, version: str) -> bool:
+        """Whether the issuer accepts requests of ``version``."""
+        return version in self.served
+
+
 class IssuerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """What ``GET/PUT /api/v1/issuer`` reads and writes."""
 
@@ -120,6 +144,7 @@ class IssuerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     # retired token then revokes its whole sign-in.
     rotate_account_tokens: bool = True
     login: LoginConnection | None = None
+    protocol: ProtocolSettings = msgspec.field(default_factory=ProtocolSettings)
 
     def all_scopes(self) -> dict[str, str]:
         """Built-in and custom scopes with descriptions."""
@@ -146,9 +171,11 @@ def default_settings(organization_name: str, *, session_lifetime_s: int = 3600) 
     """A new tenant's settings: signed-out Sessions only, nothing listed yet.
 
     No sign-in type is on until the tenant turns one on (and until Frontdoor serves its
-    endpoints), so the metadata never advertises an endpoint that does not answer.
+    endpoints), so the metadata never advertises an endpoint that does not answer. New
+    tenants serve both profiles and publish 0.2 (ADR 0004 §1).
     """
-    return IssuerSettings(organization_name=organization_name, session_lifetime_s=session_lifetime_s)
+    return IssuerSettings(organization_name=organization_name, session_lifetime_s=session_lifetime_s,
+                          protocol=ProtocolSettings(served=["0.2", "1.0"], published="0.2"))
 
 
 def _url_ok(url: str, *, dev: bool) -> bool:
@@ -215,9 +242,21 @@ def validate_settings(s: IssuerSettings, *, dev: bool = False) -> IssuerSettings
         errors["session_lifetime_s"] = "must be between 300 (5 minutes) and 86400 (24 hours)"
     if s.login is not None:
         errors.update(_login_errors(s.login, dev=dev))
+    errors.update(_protocol_errors(s.protocol))
     if errors:
         raise Invalid("invalid_settings", "The issuer settings are not valid.", fields=errors)
-    return msgspec.structs.replace(s, organization_name=name)
+    served = sorted(set(s.protocol.served))  # "0.2" < "1.0": a stable order, each once
+    return msgspec.structs.replace(s, organization_name=name,
+                                   protocol=msgspec.structs.replace(s.protocol, served=served))
+
+
+def _protocol_errors(p: ProtocolSettings) -> dict[str, str]:
+    """Problems of the ``protocol`` setting (ADR 0004 §1)."""
+    if not p.served:
+        return {"protocol.served": "serve at least one profile"}
+    if p.published not in p.served:
+        return {"protocol.published": "the published version must be one the issuer serves"}
+    return {}
 
 
 _FIELD_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")

@@ -1,5 +1,6 @@
-"""The issuer settings page: sign-in types and scopes, custom scopes, Session lifetime, the
-login connection, DPoP nonces, rate limits; and signing-key rotation.
+"""The issuer settings page: the PAP profiles served and published, sign-in types and scopes,
+custom scopes, Session lifetime, the login connection, DPoP nonces, rate limits; and
+signing-key rotation.
 
 Saving replaces the settings through the same validation as ``PUT /api/v1/issuer``,
 compare-and-set on the version the form was rendered from (someone else's change in
@@ -15,7 +16,7 @@ import msgspec
 from frontdoor_core.db import transaction
 from frontdoor_core.errors import Conflict, Invalid
 from frontdoor_tenancy import audit, issuer_settings, signing_keys
-from frontdoor_tenancy.issuer_settings import IssuerSettings, LoginConnection, SignInType
+from frontdoor_tenancy.issuer_settings import IssuerSettings, LoginConnection, ProtocolSettings, SignInType
 from litestar import Request, Response, get, post
 from litestar.datastructures import State
 from litestar.params import Parameter
@@ -72,6 +73,14 @@ def settings_from_form(current: IssuerSettings, form: dict[str, list[str]]) -> I
         login = LoginConnection(url=login_url, jwks_uri=jwks, public_jwk=keep_jwk)
     else:
         login = None
+    protocol = current.protocol
+    if "protocol_form" in form:  # the fieldset was on the page (an unchecked box sends nothing)
+        served = [v for v in ("0.2", "1.0") if v in form.get("protocol_served", [])]
+        published = _text(form, "protocol_published")
+        if published not in ("0.2", "1.0"):
+            errors["protocol.published"] = "choose 0.2 or 1.0"
+            published = current.protocol.published
+        protocol = ProtocolSettings(served=served, published=published)  # type: ignore[arg-type]
     new = msgspec.structs.replace(
         current,
         organization_name=_text(form, "organization_name"),
@@ -83,6 +92,7 @@ def settings_from_form(current: IssuerSettings, form: dict[str, list[str]]) -> I
         sessions_per_agent_per_minute=_int(form, "sessions_per_agent_per_minute", errors),
         token_requests_per_network_per_minute=_int(form, "token_requests_per_network_per_minute", errors),
         login=login,
+        protocol=protocol,
     )
     if errors:
         raise Invalid("invalid_settings", "The issuer settings are not valid.", fields=errors)
