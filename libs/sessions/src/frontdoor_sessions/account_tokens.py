@@ -44,7 +44,7 @@ class AccountTokenRecord(msgspec.Struct, frozen=True, kw_only=True):
     id: str
     sign_in_id: str
     client_id: str
-    user_id: str
+    user_id: str | None  # None for a 1.0 sign-in, which is independent of Session identity
     account_id: str
     scope: str
     created_at: datetime
@@ -77,7 +77,7 @@ def token_hash(value: str) -> bytes:
 
 
 async def insert_account_token(conn: asyncpg.Connection, tenant_id: str, *, sign_in_id: str, client_id: str,
-                               user_id: str, account_id: str, scope: str, now: datetime) -> tuple[str, str]:
+                               user_id: str | None, account_id: str, scope: str, now: datetime) -> tuple[str, str]:
     """Store a new token of the sign-in; return ``(id, value)``; the value exists only here."""
     value = new_account_token_value()
     token_id = new_record_id("atk")

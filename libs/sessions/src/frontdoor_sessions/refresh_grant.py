@@ -127,6 +127,8 @@ class RefreshGrant:
             raise ProtocolError("invalid_scope", "None of these scopes is offered any more.")
         scope = format_scope(scope_tokens)
 
+        if record.user_id is None:  # a 1.0 family cannot sign a 0.2 Session in
+            raise ProtocolError("invalid_grant", "The Account Token is not valid.")
         if req.session_id is not None:
             found = await session_store.find_session(conn, tenant.tenant_id, req.session_id)
             if (found is None or not found.live or found.client_id != client_id

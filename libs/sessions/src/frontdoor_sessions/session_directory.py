@@ -32,6 +32,8 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
         signed_in_at: when it was signed in to ``account_id``; None while signed out.
         scope: the scopes of that sign-in, space-separated.
         ended_at: when it ended (revoked, agent blocked); None while live.
+        profile: ``0.2`` (a Session Token Session) or ``1.0`` (the agent names it, ADR 0004 §5).
+        agent_sid: the agent's own ``sid`` of a 1.0 Session; ``agent_id`` its optional ``agent_id``.
     """
 
     id: str
@@ -45,6 +47,9 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     scope: str | None
     ended_at: datetime | None
     end_reason: str | None
+    profile: str = "0.2"
+    agent_sid: str | None = None
+    agent_id: str | None = None
 
     @property
     def scopes(self) -> list[str]:
@@ -53,7 +58,7 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
 
 _SELECT = """
 SELECT s.id, s.client_id, a.client_name, s.user_id, s.created_at, s.last_used_at, s.signed_in_at, s.account_id,
-       s.scope, s.ended_at, s.end_reason
+       s.scope, s.ended_at, s.end_reason, s.profile, s.agent_sid, s.agent_id
   FROM pap_sessions s
   LEFT JOIN agents a ON a.tenant_id = s.tenant_id AND a.client_id = s.client_id
 """

@@ -33,7 +33,9 @@ from .session_store import SessionRecord
 __all__ = [
     "SignInResult",
     "SignInType",
+    "DelegatedSignIn",
     "allowed_scopes",
+    "complete_delegated_sign_in",
     "complete_sign_in",
     "requested_scopes",
     "sign_in_session_or_refuse",
@@ -163,3 +165,54 @@ async def complete_sign_in(conn: asyncpg.Connection, *, tenant_id: str, session_
         _, value = await insert_account_token(conn, tenant_id, sign_in_id=sign_in_id, client_id=client_id,
                                               user_id=session.user_id, account_id=account_id, scope=scope, now=now)
     return SignInResult(sign_in_id=sign_in_id, session=signed, scope=scope, account_token=value)
+
+
+class DelegatedSignIn(msgspec.Struct, frozen=True, kw_only=True):
+    """A completed 1.0 sign-in: a grant family with no Session (ADR 0004 §4, [S §5]).
+
+    Attributes:
+        sign_in_id: The family (``sgn_...``): the ``sgn`` of every access token it issues.
+        account_id: The company's account the user signed in to.
+        scope: The granted scope (space-separated).
+        account_token: The refresh token's value: give it to the agent once, never log it.
+    """
+
+    sign_in_id: str
+    client_id: str
+    account_id: str
+    scope: str
+    account_token: str
+
+
+async def complete_delegated_sign_in(conn: asyncpg.Connection, *, tenant_id: str, client_id: str, account_id: str,
+                                     granted_scope: str, sign_in_type: SignInType, now: datetime,
+                                     requested_scope: str | None = None) -> DelegatedSignIn:
+    """Record a 1.0 sign-in and issue its first Account Token (refresh token).
+
+    In 1.0 sign-in is independent of Session identity [S §5]: no Session is signed in,
+    no User ID is recorded and ``account_mismatch`` does not exist [Q6]. The Sessions
+    that later present an access token of this family are paired with it at
+    ``session-state`` (`delegated_sessions`).
+
+    Raises:
+        ProtocolError: ``invalid_scope``, ``unauthorized_client`` (the type is off).
+    """
+    if not account_id or len(account_id) > 255:
+        raise ValueError("account_id must be 1 to 255 characters")
+    async with conn.transaction():
+        settings = (await get_settings(conn, tenant_id)).settings
+        allowed = allowed_scopes(settings, sign_in_type)
+        if not allowed:
+            raise ProtocolError("unauthorized_client", "This sign-in type is not enabled.")
+        requested = parse_scope(requested_scope) if requested_scope else None
+        scope = _granted(granted_scope, allowed, requested)
+        sign_in_id = new_record_id("sgn")
+        await conn.execute(
+            "INSERT INTO sign_ins (tenant_id, id, client_id, user_id, account_id, scope, type, created_at, profile)"
+            " VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, '1.0')",
+            tenant_id, sign_in_id, client_id, account_id, scope, sign_in_type, now,
+        )
+        _, value = await insert_account_token(conn, tenant_id, sign_in_id=sign_in_id, client_id=client_id,
+                                              user_id=None, account_id=account_id, scope=scope, now=now)
+    return DelegatedSignIn(sign_in_id=sign_in_id, client_id=client_id, account_id=account_id, scope=scope,
+                           account_token=value)
