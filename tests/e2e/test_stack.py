@@ -56,6 +56,7 @@ class Stack:
     data_dir: Path
     output: list[str]
     northwind: str
+    ledger: str
 
 
 def _pump(stream: object, sink: queue.Queue[str], lines: list[str]) -> None:
@@ -75,17 +76,15 @@ def stack(dns_e2e: LocalDNS) -> Iterator[Stack]:
     data_dir = Path(tempfile.mkdtemp(prefix="fde2e-"))
     os.chmod(data_dir, 0o711)
     cport, iport, lport, nport = free_port(), free_port(), free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "FRONTDOOR_KEK")}
-    env.update({
-        "FRONTDOOR_ENV": "dev",
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "FRONTDOOR_KEK", "FRONTDOOR_ENV")
+           and not k.endswith("_BASE_URL")}
+    env.update({  # no FRONTDOOR_ENV: `make run` sets dev itself
         "FRONTDOOR_DATA_DIR": str(data_dir),
         "FRONTDOOR_CONSOLE_PORT": str(cport),
         "FRONTDOOR_ISSUER_PORT": str(iport),
         "FRONTDOOR_LEDGER_PORT": str(lport),  # never the default 8002: a developer's `make run` may hold it
         "FRONTDOOR_EXAMPLE_PORT": str(nport),
-        "FRONTDOOR_CONSOLE_BASE_URL": f"http://127.0.0.1:{cport}",
-        "FRONTDOOR_ISSUER_BASE_URL": f"http://127.0.0.1:{iport}",
-        "FRONTDOOR_LEDGER_BASE_URL": f"http://127.0.0.1:{lport}",
+        # Ports only: every public base URL must follow its port (issue #12), none is set here.
         "FRONTDOOR_DNS_NAMESERVERS": f"127.0.0.1:{dns_e2e.port}",
         "FRONTDOOR_DNS_TIMEOUT": "1s",
         "FRONTDOOR_DOMAIN_RECHECK_INTERVAL": "1s",
@@ -111,7 +110,7 @@ def stack(dns_e2e: LocalDNS) -> Iterator[Stack]:
             pytest.fail("the stack did not start:\n" + "".join(lines))
     time.sleep(0.5)  # let the banner finish printing
     s = Stack(proc, f"http://127.0.0.1:{cport}", f"http://127.0.0.1:{iport}", data_dir, lines,
-              f"http://127.0.0.1:{nport}")
+              f"http://127.0.0.1:{nport}", f"http://127.0.0.1:{lport}")
     try:
         yield s
     finally:
@@ -130,6 +129,31 @@ def test_banner_prints_urls_and_demo_credentials(stack: Stack) -> None:
     assert f"password {northwind_password(stack)}" in text
 
 
+def test_moved_ports_alone_move_every_public_url(stack: Stack) -> None:
+    """Only FRONTDOOR_*_PORT are set: the banner, the metadata and Northwind's poppy.json use them."""
+    text = "".join(stack.output)
+    assert f"console + management API  {stack.console}   (OpenAPI: {stack.console}/api/v1/openapi.json)" in text
+    assert f"issuer                    {stack.issuer}\n" in text
+    assert f"ledger                    {stack.ledger}   (operations endpoint: {stack.ledger}/demo/operations)" in text
+    assert f"example company Northwind {stack.northwind}" in text
+    assert f"demo issuer metadata      {stack.issuer}/.well-known/oauth-authorization-server/demo" in text
+    assert "DEV MODE (FRONTDOOR_ENV=dev)" in text
+    assert not re.search(r"127\.0\.0\.1:800[0-3]\b", text), text
+    meta = httpx.get(f"{stack.issuer}/.well-known/oauth-authorization-server/demo").json()
+    assert meta["issuer"] == f"{stack.issuer}/demo"
+    urls = {k: v for k, v in meta.items() if isinstance(v, str) and v.startswith("http")}
+    assert urls and all(v.startswith(f"{stack.issuer}/demo/") or v == f"{stack.issuer}/demo"
+                        for v in urls.values()), urls
+    doc = httpx.get(f"{stack.northwind}/.well-known/poppy.json").json()
+    assert doc["auth"]["issuer"] == f"{stack.issuer}/demo"
+    assert doc["extensions"]["operations"]["endpoint"] == f"{stack.ledger}/demo/operations", doc
+    assert httpx.get(f"{stack.ledger}/healthz").status_code == 200
+    # Each service said at start that it runs in dev mode (FRONTDOOR_ENV set by `make run`).
+    for name in ("console", "issuer", "ledger", "worker", "beat", "relay"):
+        log = (stack.data_dir / "logs" / f"{name}.log").read_text(errors="replace")
+        assert '"event": "dev_mode"' in log and '"env_set": true' in log, (name, log[-2000:])
+
+
 def test_the_demo_tenant_offers_device_sign_in_through_northwinds_login(stack: Stack) -> None:
     meta = httpx.get(f"{stack.issuer}/.well-known/oauth-authorization-server/demo").json()
     assert meta["device_authorization_endpoint"] == f"{stack.issuer}/demo/oauth/device"
@@ -145,7 +169,7 @@ def test_the_demo_tenant_offers_device_sign_in_through_northwinds_login(stack: S
 
 def test_health_and_readiness(stack: Stack) -> None:
     assert httpx.get(f"{stack.northwind}/healthz").status_code == 200
-    for base in (stack.console, stack.issuer):
+    for base in (stack.console, stack.issuer, stack.ledger):
         r = httpx.get(f"{base}/healthz")
         assert r.status_code == 200 and r.json()["status"] == "ok"
         r = httpx.get(f"{base}/readyz")

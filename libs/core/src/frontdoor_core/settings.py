@@ -38,14 +38,14 @@ def _doc(text: str) -> msgspec.Meta:
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """Frontdoor's configuration. Each service reads the fields it needs."""
 
-    env: Annotated[Env, _doc("`dev` allows plain `http://` loopback URLs (and says so loudly at start-up); `test` is dev with quieter logs; `production` refuses any non-HTTPS public URL.")] = "dev"
+    env: Annotated[Env, _doc("`dev` allows plain `http://` loopback URLs, and every service logs a `dev_mode` WARNING at each start (saying also when the variable is unset); `test` is dev for the test suite; `production` refuses any non-HTTPS public URL. Unset means `dev`: deployments set `production` (the container images do).")] = "dev"
     database_url: Annotated[str, _doc("PostgreSQL URL. Empty: `make run` / `make test` start an embedded server under the data directory.")] = ""
     redis_url: Annotated[str, _doc("Redis URL (`redis://`, `rediss://` or `unix://`). Empty: an embedded `redis-server` is started.")] = ""
     data_dir: Annotated[str, _doc("Where the embedded servers, the dev KEK and logs live. Reused by the next run.")] = "./.data"
     kek: Annotated[str, _doc("Key-encryption key for secrets at rest: base64url of 32 random bytes; several comma-separated during rotation, the current one first. `make run` generates one into the data directory.")] = ""
-    issuer_base_url: Annotated[str, _doc("Public base URL of the issuer service; a tenant's issuer is `{this}/{slug}`.")] = "http://127.0.0.1:8001"
-    console_base_url: Annotated[str, _doc("Public base URL of the console (dashboard and management API).")] = "http://127.0.0.1:8000"
-    ledger_base_url: Annotated[str, _doc("Public base URL of the ledger service.")] = "http://127.0.0.1:8002"
+    issuer_base_url: Annotated[str, _doc("Public base URL of the issuer service; a tenant's issuer is `{this}/{slug}`. Unset under `make run` in dev: `http://127.0.0.1:{FRONTDOOR_ISSUER_PORT}`.")] = "http://127.0.0.1:8001"
+    console_base_url: Annotated[str, _doc("Public base URL of the console (dashboard and management API). Unset under `make run` in dev: `http://127.0.0.1:{FRONTDOOR_CONSOLE_PORT}`.")] = "http://127.0.0.1:8000"
+    ledger_base_url: Annotated[str, _doc("Public base URL of the ledger service (the operations endpoint agents call). Unset under `make run` in dev: `http://127.0.0.1:{FRONTDOOR_LEDGER_PORT}`.")] = "http://127.0.0.1:8002"
     dns_nameservers: Annotated[str, _doc("Comma-separated `host:port` nameservers for domain verification. Empty: the system resolver.")] = ""
     dns_timeout: Annotated[timedelta, _doc("Lifetime of one DNS TXT lookup.")] = timedelta(seconds=5)
     domain_pending_window: Annotated[timedelta, _doc("How long an unverified claim is re-checked before it is `failed`.")] = timedelta(days=7)
@@ -57,9 +57,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     key_publish_lead: Annotated[timedelta, _doc("A rotated signing key is published this long before it signs anything.")] = timedelta(minutes=10)
     trusted_proxies: Annotated[str, _doc("Comma-separated CIDRs of the reverse proxies in front of the services; their X-Forwarded-For then names the client for rate limits. Empty: the TCP peer is the client.")] = ""
     outbound_allowlist: Annotated[str, _doc("Comma-separated CIDRs or host names the SSRF-safe client may reach although they are not public (tests, private deployments).")] = ""
-    console_port: Annotated[int, _doc("`make run`: console port on 127.0.0.1.")] = 8000
-    issuer_port: Annotated[int, _doc("`make run`: issuer port.")] = 8001
-    ledger_port: Annotated[int, _doc("`make run`: ledger port.")] = 8002
+    console_port: Annotated[int, _doc("`make run`: console port on 127.0.0.1 (and its base URL, unless `FRONTDOOR_CONSOLE_BASE_URL` is set).")] = 8000
+    issuer_port: Annotated[int, _doc("`make run`: issuer port (and its base URL, unless `FRONTDOOR_ISSUER_BASE_URL` is set).")] = 8001
+    ledger_port: Annotated[int, _doc("`make run`: ledger port (and its base URL, unless `FRONTDOOR_LEDGER_BASE_URL` is set).")] = 8002
     example_port: Annotated[int, _doc("`make run`: the example company (Northwind) port.")] = 8003
     db_pool_min: Annotated[int, _doc("Minimum PostgreSQL connections per process.")] = 1
     db_pool_max: Annotated[int, _doc("Maximum PostgreSQL connections per process.")] = 10

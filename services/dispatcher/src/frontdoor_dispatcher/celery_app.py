@@ -10,6 +10,7 @@ import os
 
 from celery import Celery
 from celery.signals import setup_logging
+from frontdoor_core.dev_mode import warn_if_dev_mode
 from frontdoor_core.logging import configure_logging
 
 from .settings import load
@@ -60,3 +61,5 @@ app.conf.update(
 def _configure_logging(**_: object) -> None:
     """Use Frontdoor's redacting JSON logging instead of Celery's own."""
     configure_logging(level=_settings.log_level, fmt=_settings.log_format)
+    # Once per worker or beat start: its logging is set up just before it runs.
+    warn_if_dev_mode(_settings, "celery", os.environ)

@@ -41,6 +41,7 @@ from typing import Any, Final
 
 import asyncpg
 import structlog
+from frontdoor_core.dev_mode import warn_if_dev_mode
 from frontdoor_core.logging import configure_logging
 from frontdoor_core.settings import Settings
 from frontdoor_webhooks.delivery import due_messages
@@ -193,6 +194,7 @@ def main(settings: Settings | None = None) -> None:
 
     s = settings or load()
     configure_logging(level=s.log_level, fmt=s.log_format)
+    warn_if_dev_mode(s, "relay", os.environ)
     resend_after = float(os.environ.get("FRONTDOOR_RELAY_RESEND_AFTER", RESEND_AFTER))
     relay = Relay(s.database_url, celery_sender(), heartbeat=Path(s.data_dir) / "relay-heartbeat",
                   resend_after=resend_after)

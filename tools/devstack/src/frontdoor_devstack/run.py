@@ -18,10 +18,11 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from frontdoor_core.settings import ENV_NAMES, SettingsError, load_settings
+from frontdoor_core.settings import ENV_NAMES, Settings, SettingsError, load_settings
 
 from .postgres import EmbeddedPostgres
 from .redis_server import EmbeddedRedis
@@ -56,6 +57,26 @@ def _kek(data_dir: Path) -> str:
     with os.fdopen(fd, "w") as f:
         f.write(value + "\n")
     return value
+
+
+_PUBLIC_SERVICES = ("console", "issuer", "ledger")
+
+
+def derived_base_urls(environ: Mapping[str, str], settings: Settings) -> dict[str, str]:
+    """The public base URL of each service whose ``FRONTDOOR_*_BASE_URL`` is unset, in dev.
+
+    ``make run`` binds each service to ``127.0.0.1:{FRONTDOOR_*_PORT}``; a moved port with
+    the default base URL would send Northwind, ``poppy.json`` and the metadata to whatever
+    else listens on 8000-8002. An explicit base URL (a proxy in front) is kept as set.
+    """
+    if not settings.is_dev:
+        return {}
+    derived = {}
+    for name in _PUBLIC_SERVICES:
+        var = ENV_NAMES[f"{name}_base_url"]
+        if var not in environ:
+            derived[var] = f"http://127.0.0.1:{getattr(settings, f'{name}_port')}"
+    return derived
 
 
 def _wait_http(url: str, timeout: float = 30.0) -> bool:
@@ -107,8 +128,10 @@ class Stack:
 
 
 def main() -> int:
+    # `make run` is development: it says so itself rather than relying on the default.
+    environ = {ENV_NAMES["env"]: "dev", **os.environ}
     try:
-        settings = load_settings(os.environ)
+        settings = load_settings(environ)
     except SettingsError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
@@ -117,8 +140,9 @@ def main() -> int:
     os.chmod(data_dir, 0o711)  # noqa: S103 - traversable (the embedded PostgreSQL may run as 'nobody'), not listable
     logs = data_dir / "logs"
     logs.mkdir(exist_ok=True)
-    env = dict(os.environ)
+    env = dict(environ)
     env.setdefault(ENV_NAMES["kek"], settings.kek or _kek(data_dir))
+    env.update(derived_base_urls(environ, settings))  # the children get the same URLs
     stack = Stack()
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -228,7 +252,7 @@ def _print_banner(settings: Any, demo: dict[str, str], logs: Path) -> None:
         f"Logs: {logs}    Stop: Ctrl-C",
     ]
     if settings.is_dev:
-        lines += ["", "DEV MODE (FRONTDOOR_ENV=dev): plain http:// is allowed on loopback. Never expose this."]
+        lines += ["", f"DEV MODE (FRONTDOOR_ENV={settings.env}): plain http:// is allowed on loopback. Never expose this."]
     lines.append(_BANNER)
     print("\n".join(lines), flush=True)
 
