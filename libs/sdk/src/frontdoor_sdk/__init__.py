@@ -5,23 +5,27 @@ it alone. The Litestar integration is in :mod:`frontdoor_sdk.litestar` (the ``li
 extra). Callers import from here, not from the modules.
 """
 
-from frontdoor_sdk.caller import Caller, check_scopes
+from frontdoor_sdk.caller import Caller, Profile, check_scopes
 from frontdoor_sdk.clock import Clock
 from frontdoor_sdk.dpop_nonces import DPoPNonces, RotatingDPoPNonces
+from frontdoor_sdk.forwarding import CREDENTIAL_HEADERS, strip_credentials
 from frontdoor_sdk.introspection import SessionState
 from frontdoor_sdk.mcp_tools import called_tool_scopes
 from frontdoor_sdk.middleware import STATE_KEY, FrontdoorMiddleware, Protect, Requirement, caller_of
 from frontdoor_sdk.protected_resource import (
     PROTECTED_RESOURCE_WELL_KNOWN,
+    company_protected_resource_metadata,
     protected_resource_metadata,
     protected_resource_metadata_url,
+    resource_origin,
 )
-from frontdoor_sdk.refusal import Refusal, challenge, mcp_challenge, refusal
+from frontdoor_sdk.refusal import Refusal, challenge, delegated_refusal, mcp_challenge, refusal
 from frontdoor_sdk.replay_cache import InMemoryReplayCache, ReplayCache
 from frontdoor_sdk.request_url import request_url
 from frontdoor_sdk.verifier import FrontdoorVerifier
 
 __all__ = [
+    "CREDENTIAL_HEADERS",
     "PROTECTED_RESOURCE_WELL_KNOWN",
     "STATE_KEY",
     "Caller",
@@ -30,6 +34,7 @@ __all__ = [
     "FrontdoorMiddleware",
     "FrontdoorVerifier",
     "InMemoryReplayCache",
+    "Profile",
     "Protect",
     "Refusal",
     "ReplayCache",
@@ -40,11 +45,15 @@ __all__ = [
     "caller_of",
     "challenge",
     "check_scopes",
+    "company_protected_resource_metadata",
+    "delegated_refusal",
     "mcp_challenge",
     "protected_resource_metadata",
     "protected_resource_metadata_url",
     "refusal",
     "request_url",
+    "resource_origin",
+    "strip_credentials",
 ]
 
 from frontdoor_sdk.accounts import (
@@ -64,7 +73,9 @@ from frontdoor_sdk.browser_join import (
     BrowserStateUnavailable,
     BrowserView,
 )
+from frontdoor_sdk.agent_keys import AgentKeysRefused, AgentKeysUnavailable, AgentRefused
 from frontdoor_sdk.jwks_cache import JwksUnavailable
+from frontdoor_sdk.session_state import DelegatedState, SessionStateRefused, SessionStateUnavailable
 from frontdoor_sdk.ledger import (
     OPERATIONS_EXTENSION,
     FrontdoorLedger,
@@ -172,4 +183,13 @@ __all__ += [
     "WebhookVerificationError",
     "WebhookVerifier",
     "sign_webhook",
+]
+
+__all__ += [
+    "AgentKeysRefused",
+    "AgentKeysUnavailable",
+    "AgentRefused",
+    "DelegatedState",
+    "SessionStateRefused",
+    "SessionStateUnavailable",
 ]

@@ -8,7 +8,11 @@ from typing import Literal
 import msgspec
 from frontdoor_protocol import ErrorCode, ProtocolError, format_scope
 
-__all__ = ["Caller", "check_scopes"]
+__all__ = ["Caller", "Profile", "check_scopes"]
+
+
+Profile = Literal["0.2", "1.0"]
+"""The PAP version a request was made under."""
 
 
 class Caller(msgspec.Struct, frozen=True, kw_only=True):
@@ -16,14 +20,22 @@ class Caller(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         client_id: The personal agent's ``client_id`` (an HTTPS URL).
-        user_id: The agent's pairwise User ID for the user (PAP §4.2): stable per agent
-            and user, not an account.
-        session_id: The Session's ID.
-        signed_in: Whether the Session is signed in to an account now.
+        user_id: The agent's User ID for the user: in 0.2 the pairwise ID of PAP §4.2, in
+            1.0 the Session JWT's ``sub``. Stable per agent and user, not an account.
+        session_id: The Session's ID: in 0.2 Frontdoor's ``ses_...``, in 1.0 the ``sid``
+            the agent chose (unique per ``client_id`` only).
+        signed_in: Whether the Session is signed in to an account now (1.0: the request
+            carried a live access token).
         account: Your account ID for the user when signed in, else ``None``.
         scopes: What the user consented to (empty when signed out).
         token_type: The scheme the token came with: ``"DPoP"``, or ``"Bearer"`` at an MCP
-            server without DPoP support.
+            server without DPoP support (and for a 1.0 Bearer access token); ``None`` for
+            a 1.0 request without an access token.
+        profile: ``"0.2"`` (Session Token) or ``"1.0"`` (``Poppy-Session`` JWT).
+        agent_id: The agent instance the 1.0 Session JWT names, if it names one.
+        frontdoor_session_id: Frontdoor's ``ses_...`` ID of the Session: the one the
+            dashboard shows and the ledger keys operations by (equal to ``session_id``
+            in 0.2).
     """
 
     client_id: str
@@ -32,7 +44,14 @@ class Caller(msgspec.Struct, frozen=True, kw_only=True):
     signed_in: bool
     account: str | None
     scopes: frozenset[str]
-    token_type: Literal["DPoP", "Bearer"]
+    token_type: Literal["DPoP", "Bearer"] | None
+    profile: Profile = "0.2"
+    agent_id: str | None = None
+    frontdoor_session_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.frontdoor_session_id is None and self.profile == "0.2":
+            msgspec.structs.force_setattr(self, "frontdoor_session_id", self.session_id)
 
     def has_scopes(self, *scopes: str) -> bool:
         """Whether the Session is signed in and holds every one of ``scopes``."""

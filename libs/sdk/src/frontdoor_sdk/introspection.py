@@ -75,7 +75,8 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     token_type: Literal["DPoP", "Bearer"] | None = None
 
 
-def _retry_after(response: httpx.Response) -> str | None:
+def retry_after_of(response: httpx.Response) -> str | None:
+    """Frontdoor's ``Retry-After`` when it is whole seconds (at most six digits), else ``None``."""
     value = response.headers.get("retry-after", "")
     return value if value.isascii() and value.isdigit() and len(value) <= 6 else None
 
@@ -130,7 +131,7 @@ class Introspector:
             raise IntrospectionRefused("the resource-server credential was refused")
         if response.status_code != 200 or len(response.content) > _MAX_BYTES:
             _LOG.warning("frontdoor_sdk: introspection answered HTTP %s", response.status_code)
-            raise IntrospectionUnavailable("introspection answered no state", _retry_after(response))
+            raise IntrospectionUnavailable("introspection answered no state", retry_after_of(response))
         try:
             return msgspec.json.decode(response.content, type=SessionState)
         except (msgspec.DecodeError, msgspec.ValidationError):

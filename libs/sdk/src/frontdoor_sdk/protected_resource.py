@@ -1,4 +1,7 @@
-"""An MCP server's OAuth protected-resource metadata (RFC 9728; PAP-6-06, PAP-4.3-26)."""
+"""OAuth protected-resource metadata (RFC 9728): an MCP server's (PAP-6-06, PAP-4.3-26)
+and, for PAP 1.0, the company's own at ``https://{domain}/.well-known/oauth-protected-resource``
+(ADR 0004 §1, §7): where a 1.0 agent learns which issuer signs it in.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 from frontdoor_protocol import REQUIRED_DPOP_ALGORITHM, format_scope, htu_normalize
 
-__all__ = ["PROTECTED_RESOURCE_WELL_KNOWN", "protected_resource_metadata", "protected_resource_metadata_url"]
+__all__ = [
+    "PROTECTED_RESOURCE_WELL_KNOWN",
+    "company_protected_resource_metadata",
+    "protected_resource_metadata",
+    "protected_resource_metadata_url",
+    "resource_origin",
+]
 
 PROTECTED_RESOURCE_WELL_KNOWN: Final = "/.well-known/oauth-protected-resource"
 _UNQUOTABLE: Final = frozenset('"\\')
@@ -52,6 +61,7 @@ def protected_resource_metadata(
     scopes: Sequence[str] = (),
     dpop_bound: bool = True,
     resource_name: str | None = None,
+    dpop_supported: bool | None = None,
 ) -> dict[str, Any]:
     """The RFC 9728 §2 document an MCP server serves at :func:`protected_resource_metadata_url`.
 
@@ -65,6 +75,8 @@ def protected_resource_metadata(
             and sets ``dpop_bound_access_tokens_required``. ``False`` for a server that only
             takes Bearer tokens; tell Frontdoor the same, so it issues Bearer tokens for it.
         resource_name: A name to show people, optional.
+        dpop_supported: Whether to list ES256 in ``dpop_signing_alg_values_supported``
+            even though bound tokens are not required; defaults to ``dpop_bound``.
 
     Returns:
         The JSON object to serve with ``Content-Type: application/json``.
@@ -82,9 +94,60 @@ def protected_resource_metadata(
     }
     if scopes:
         metadata["scopes_supported"] = format_scope(scopes).split(" ")
-    if dpop_bound:
+    if dpop_bound if dpop_supported is None else dpop_supported:
         metadata["dpop_signing_alg_values_supported"] = [REQUIRED_DPOP_ALGORITHM]
     metadata["dpop_bound_access_tokens_required"] = dpop_bound
     if resource_name is not None:
         metadata["resource_name"] = resource_name
     return metadata
+
+
+def resource_origin(url: str) -> str:
+    """The ``scheme://host[:port]`` origin of an absolute http(s) URL, lower-cased.
+
+    Raises:
+        ValueError: If ``url`` is not an absolute http(s) URL.
+    """
+    try:
+        htu_normalize(url)
+    except ValueError:
+        raise ValueError("url must be an absolute http(s) URL") from None
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), "", "", ""))
+
+
+def company_protected_resource_metadata(
+    origin: str,
+    issuer: str,
+    *,
+    scopes: Sequence[str] = (),
+    resource_name: str | None = None,
+) -> dict[str, Any]:
+    """The company's own RFC 9728 document for PAP 1.0, served at the root of each domain.
+
+    Serve it at ``https://{domain}`` + :data:`PROTECTED_RESOURCE_WELL_KNOWN` (what
+    :func:`protected_resource_metadata_url` of the origin gives). ``resource`` is the origin
+    exactly, without path, port or trailing slash where the domain has none (ADR 0004 §1),
+    ``authorization_servers`` your Frontdoor issuer. 1.0 access tokens may be Bearer or
+    DPoP-bound, so ES256 is listed but bound tokens are not required.
+
+    Args:
+        origin: Your public origin, e.g. ``https://shop.example`` (a trailing ``/`` is dropped).
+        issuer: Your Frontdoor issuer (``auth.issuer``).
+        scopes: The scopes your API uses, for ``scopes_supported``.
+        resource_name: A name to show people, optional.
+
+    Returns:
+        The JSON object to serve with ``Content-Type: application/json``.
+
+    Raises:
+        ValueError: If ``origin`` is not an origin (it has a path, query or fragment), or
+            ``issuer`` is not an absolute http(s) URL, or a scope is not a scope-token.
+    """
+    trimmed = origin[:-1] if origin.endswith("/") else origin
+    _check_url(trimmed, "origin")
+    if urlsplit(trimmed).path or trimmed != resource_origin(trimmed):
+        raise ValueError("origin must be scheme://host[:port] in lower case, without a path")
+    return protected_resource_metadata(
+        trimmed, issuer, scopes=scopes, dpop_bound=False, dpop_supported=True, resource_name=resource_name
+    )

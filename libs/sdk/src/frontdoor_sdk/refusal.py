@@ -25,11 +25,12 @@ from frontdoor_protocol import (
 
 from frontdoor_sdk.protected_resource import protected_resource_metadata_url
 
-__all__ = ["Refusal", "challenge", "mcp_challenge", "refusal"]
+__all__ = ["Refusal", "challenge", "delegated_refusal", "mcp_challenge", "refusal"]
 
 _ENCODER: Final = msgspec.json.Encoder()
 _DEFAULT_ALGS: Final = (REQUIRED_DPOP_ALGORITHM,)
 _DEFAULT_RETRY_AFTER: Final = "2"
+_SESSION_ERRORS: Final = frozenset({ErrorCode.INVALID_SESSION, ErrorCode.SESSION_ENDED})
 
 
 class Refusal(msgspec.Struct, frozen=True, kw_only=True):
@@ -153,3 +154,57 @@ def refusal(
     if status in (429, 503):
         headers["Retry-After"] = retry_after or _DEFAULT_RETRY_AFTER
     return Refusal(status=status, error=error.code.value, headers=headers, body=error.to_body())
+
+
+def delegated_refusal(
+    error: ProtocolError,
+    *,
+    resource_metadata: str,
+    scheme: ChallengeScheme | None = None,
+    retry_after: str | None = None,
+    algs: Sequence[str] = _DEFAULT_ALGS,
+) -> Refusal:
+    """Render a refusal at a PAP 1.0 resource (ADR 0004 §7).
+
+    - ``invalid_session`` and ``session_ended``: 400, the JSON body only, no challenge
+      (the Session header is not an OAuth credential).
+    - ``invalid_token``, ``invalid_dpop_proof``, ``insufficient_scope``, ``invalid_request``:
+      the OAuth challenge of the scheme the access token came with (``Bearer`` when none;
+      always ``DPoP`` for a proof), with ``resource_metadata`` (RFC 9728 §5.1).
+    - ``sign_in_required``: 401 with ``Bearer scope="...", resource_metadata="..."`` and no
+      ``error`` in the challenge (the request carried no access token: RFC 6750 §3.1), the
+      code in the body.
+    - ``temporarily_unavailable``: 503 with ``Retry-After``.
+
+    Args:
+        error: What went wrong (Frontdoor's catalogue).
+        resource_metadata: The URL of the protected-resource metadata the agent reads to
+            find where to sign in: the company's ``/.well-known/oauth-protected-resource``,
+            or the MCP server's.
+        scheme: The scheme the access token was sent with, if any.
+        retry_after: Seconds for ``Retry-After`` on 429 and 503.
+        algs: The DPoP proof algorithms accepted.
+
+    Returns:
+        The status, headers and body to send.
+    """
+    headers = {"Content-Type": "application/json", "Cache-Control": "no-store"}
+    metadata = ("resource_metadata", resource_metadata)
+    code = error.code
+    if code in _SESSION_ERRORS:
+        status = 400
+    elif code is ErrorCode.SIGN_IN_REQUIRED:
+        status = 401
+        params = [("scope", error.scope)] if error.scope is not None else []
+        headers["WWW-Authenticate"] = _render(ChallengeScheme.BEARER, [*params, metadata])
+    else:
+        status = error.status_at(Surface.RESOURCE)
+        if error.entry.challenged or code is ErrorCode.INVALID_REQUEST:
+            used = ChallengeScheme.DPOP if code is ErrorCode.INVALID_DPOP_PROOF else scheme or ChallengeScheme.BEARER
+            params = _parameters(error)
+            if used is ChallengeScheme.DPOP:
+                params.append(("algs", " ".join(algs)))
+            headers["WWW-Authenticate"] = _render(used, [*params, metadata])
+    if status in (429, 503):
+        headers["Retry-After"] = retry_after or _DEFAULT_RETRY_AFTER
+    return Refusal(status=status, error=code.value, headers=headers, body=error.to_body())
