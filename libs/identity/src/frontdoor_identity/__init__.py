@@ -10,6 +10,7 @@ No web framework and no task queue here: the issuer's token endpoint calls these
 """
 
 from frontdoor_identity.agent_directory import AgentDirectory, Fetcher, ResolvedClient
+from frontdoor_identity.agent_keys import AgentKeys, DelegatedKeyBounds, DelegatedKeyDirectory
 from frontdoor_identity.agent_policy import (
     MAX_ALLOWLIST,
     AgentPolicy,
@@ -45,6 +46,9 @@ from frontdoor_identity.errors import ClientResolutionError, InvalidClientMetada
 from frontdoor_identity.jwks import MAX_KEYS, parse_jwks
 
 __all__ = [
+    "AgentKeys",
+    "DelegatedKeyBounds",
+    "DelegatedKeyDirectory",
     "MAX_ALLOWLIST",
     "MAX_CLIENT_NAME_LENGTH",
     "MAX_KEYS",
