@@ -26,6 +26,7 @@ import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from frontdoor_core.clock import Clock
@@ -157,7 +158,7 @@ class DelegatedKeyDirectory:
         if task is None:
             task = asyncio.create_task(self._load(client_id))
             self._flights[client_id] = task
-            task.add_done_callback(lambda t, k=client_id: self._landed(k, t))
+            task.add_done_callback(partial(self._landed, client_id))
         try:
             return await asyncio.shield(task)
         except ClientResolutionError as error:
