@@ -111,7 +111,8 @@ async def webhooks_create(console: Console, state: State, request: Request[Any, 
             created = await wh.create_endpoint(conn, console.actor, url=wanted["url"], kek=ctx.kek, now=ctx.now(),
                                                description=wanted["description"],
                                                event_types=wanted["event_types"],
-                                               allow_insecure=ctx.settings.is_dev)
+                                               allow_insecure=ctx.settings.is_dev,
+                                               allowlist=ctx.settings.webhook_allowlist_entries())
     except Invalid as exc:
         return await _list_page(console, state, error=exc.detail, errors=exc.fields or {}, form=wanted,
                                 status_code=422)
@@ -174,7 +175,8 @@ async def webhook_update(endpoint_id: FromPath[str], console: Console, state: St
         async with transaction(ctx.pool) as conn:
             await wh.update_endpoint(conn, console.actor, endpoint.id, now=ctx.now(), url=wanted["url"],
                                      description=wanted["description"], event_types=wanted["event_types"],
-                                     allow_insecure=ctx.settings.is_dev)
+                                     allow_insecure=ctx.settings.is_dev,
+                                     allowlist=ctx.settings.webhook_allowlist_entries())
     except Invalid as exc:
         return await _detail(console, state, endpoint.id, error=exc.detail, errors=exc.fields or {}, form=wanted,
                              status_code=422)
