@@ -237,3 +237,17 @@ def test_readme_table_is_generated_from_the_settings() -> None:
     done = subprocess.run([sys.executable, str(root / "scripts" / "settings_table.py"), "--check"],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout
+
+
+def test_the_webhook_allowlist_is_separate_from_the_outbound_one() -> None:
+    from frontdoor_dispatcher.worker_runtime import delivery_outbound_policy
+
+    s = load_settings({"FRONTDOOR_OUTBOUND_ALLOWLIST": "10.0.0.0/8"})
+    assert s.allowlist() == ("10.0.0.0/8",) and s.webhook_allowlist_entries() == ()
+    # deliveries do not inherit the agent-fetch allowlist
+    assert delivery_outbound_policy(s).allowlist == ()
+    s = load_settings({"FRONTDOOR_WEBHOOK_ALLOWLIST": "10.1.0.0/16, hooks.internal"})
+    assert delivery_outbound_policy(s).allowlist == ("10.1.0.0/16", "hooks.internal")
+    assert s.allowlist() == ()
+    with pytest.raises(SettingsError, match="FRONTDOOR_WEBHOOK_ALLOWLIST"):
+        load_settings({"FRONTDOOR_WEBHOOK_ALLOWLIST": "https://not-an-entry/"})

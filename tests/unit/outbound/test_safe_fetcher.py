@@ -117,7 +117,8 @@ async def test_redirect_loop_stops_at_the_limit() -> None:
         ("https://[::ffff:10.0.0.1]/", FetchErrorCode.BLOCKED_ADDRESS),
         ("https://user:pw@a.example/doc", FetchErrorCode.BAD_URL),
         ("file:///etc/passwd", FetchErrorCode.BAD_URL),
-        ("https://127.1/", FetchErrorCode.BAD_URL),
+        ("https://127.1/", FetchErrorCode.BLOCKED_ADDRESS),  # shorthand loopback, recognised as such
+        ("https://134744072/", FetchErrorCode.BAD_URL),  # shorthand of a public address: still no
     ],
 )
 @pytest.mark.asyncio

@@ -32,11 +32,11 @@ def _code(url: str, *, redirect: bool = False, dev: bool = False) -> FetchErrorC
         "https://agent.example\\@evil.example/",  # backslash parsing differentials
         "https://agent.example./a.json",  # trailing dot
         "https://a%2eb/",  # percent-encoded host
-        "https://127.1/",  # shorthand IPv4 forms the resolver would accept
-        "https://0x7f.0.0.1/",
-        "https://2130706433/",
-        "https://017700000001/",
-        "https://[fe80::1%25eth0]/",  # zone identifier
+        "https://134744072/",  # shorthand forms of a public address (8.8.8.8) the resolver would accept
+        "https://0x8.0x8.0x8.0x8/",
+        "https://8.8.8.8./",
+        "https://0x08080808/",
+        "https://[2001:4860:4860::8888%25eth0]/",  # zone identifier
         "https://agent.example/" + "a" * 2048,  # too long
     ],
 )
@@ -54,6 +54,26 @@ def test_bad_urls(url: str) -> None:
         "https://[::ffff:127.0.0.1]/",
         "https://[64:ff9b::a00:1]/",
         "https://0.0.0.0/",
+        # every spelling of a non-public address a browser or resolver would accept
+        "https://127.1/",
+        "http://127.1/",
+        "https://0x7f.0.0.1/",
+        "https://0x7f000001/",
+        "https://2130706433/",
+        "https://017700000001/",
+        "https://0177.0.0.1/",
+        "https://127.0.0.1./",
+        "https://%31%32%37.0.0.1/",
+        "https://１２７.０.０.１/",  # fullwidth digits and dot
+        "https://127。0。0。1/",  # ideographic full stop
+        "https://[::ffff:7f00:1]/",
+        "https://[fe80::1%25eth0]/",
+        "https://10.1/",
+        "https://0/",
+        "https://localhost/",
+        "https://LOCALHOST./",
+        "https://api.localhost/",
+        "https://user:pw@127.1/",
     ],
 )
 def test_non_public_ip_literals_are_blocked(url: str) -> None:
@@ -70,7 +90,8 @@ def test_development_mode_allows_http_only_to_loopback_hosts() -> None:
     for url in ("http://localhost:8000/a.json", "http://127.0.0.1:8000/a", "http://[::1]/a"):
         assert check_target(url, dev, allow_http_loopback=True, redirect=False).scheme == "http"
     assert _code("http://agent.example/a.json", dev=True) == FetchErrorCode.NOT_HTTPS
-    assert _code("http://10.0.0.1/a.json", dev=True) == FetchErrorCode.NOT_HTTPS
+    # a private address is refused for what it is, http or not
+    assert _code("http://10.0.0.1/a.json", dev=True) == FetchErrorCode.BLOCKED_ADDRESS
 
 
 @pytest.mark.parametrize(

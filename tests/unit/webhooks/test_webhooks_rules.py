@@ -110,3 +110,46 @@ def test_redacted_headers_hide_every_signature() -> None:
     headers = {"webhook-id": "msg_1", "Webhook-Signature": "v1,abc v1,def", "content-type": "application/json"}
     assert redacted_headers(headers) == {"webhook-id": "msg_1", "Webhook-Signature": "[redacted]",
                                          "content-type": "application/json"}
+
+
+@pytest.mark.parametrize("url", [
+    "https://127.1/hook",
+    "https://2130706433/hook",
+    "https://0x7f000001/hook",
+    "https://0177.0.0.1/hook",
+    "https://127.0.0.1./hook",
+    "https://１２７.０.０.１/hook",
+    "https://[::ffff:127.0.0.1]/hook",
+    "https://[::ffff:7f00:1]/hook",
+    "https://10.0.0.7/hook",
+    "https://169.254.169.254/latest/meta-data/",
+    "https://localhost/hook",
+    "https://[::1]/hook",
+])
+def test_urls_that_can_never_be_delivered_are_refused_at_registration(url: str) -> None:
+    with pytest.raises(Invalid) as info:
+        validate_endpoint_url(url)
+    assert info.value.code == "url_not_public"
+    assert info.value.fields == {"url": "not a public address"}
+
+
+@pytest.mark.parametrize(("url", "reason"), [
+    ("https://134744072/hook", "non-canonical"),  # 8.8.8.8 in shorthand
+    ("https://8.8.8.8./hook", "trailing dot"),
+    ("https://hooks.example.com./hook", "trailing dot"),
+    ("https://ho%6fks.example.com/hook", "percent"),
+    ("gopher://hooks.example.com/hook", "https"),
+    ("https://u@127.1/hook", "credentials"),
+])
+def test_non_canonical_hosts_are_invalid(url: str, reason: str) -> None:
+    with pytest.raises(Invalid) as info:
+        validate_endpoint_url(url)
+    assert info.value.code == "invalid_url"
+    assert reason in info.value.fields["url"]
+
+
+def test_only_the_webhook_allowlist_lets_a_private_address_through() -> None:
+    assert validate_endpoint_url("https://10.0.0.7/hook", allowlist=("10.0.0.0/8",)) == "https://10.0.0.7/hook"
+    assert validate_endpoint_url("https://hooks.internal/x", allowlist=("hooks.internal",))
+    with pytest.raises(Invalid):
+        validate_endpoint_url("https://10.0.0.7/hook", allowlist=("192.168.0.0/16",))

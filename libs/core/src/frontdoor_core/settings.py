@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from .outbound import AddressRules, OutboundPolicy
+
 __all__ = [
     "ENV_NAMES",
     "Settings",
@@ -56,7 +58,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     session_lifetime: Annotated[timedelta, _doc("Default Session Token lifetime for new tenants (hours, not days).")] = timedelta(hours=1)
     key_publish_lead: Annotated[timedelta, _doc("A rotated signing key is published this long before it signs anything.")] = timedelta(minutes=10)
     trusted_proxies: Annotated[str, _doc("Comma-separated CIDRs of the reverse proxies in front of the services; their X-Forwarded-For then names the client for rate limits. Empty: the TCP peer is the client.")] = ""
-    outbound_allowlist: Annotated[str, _doc("Comma-separated CIDRs or host names the SSRF-safe client may reach although they are not public (tests, private deployments).")] = ""
+    outbound_allowlist: Annotated[str, _doc("Comma-separated CIDRs or host names the SSRF-safe client may reach although they are not public, for Frontdoor's own fetches (agent metadata and JWKS, publish checks; tests, private deployments). Never applies to tenant webhooks: see `FRONTDOOR_WEBHOOK_ALLOWLIST`.")] = ""
+    webhook_allowlist: Annotated[str, _doc("Comma-separated CIDRs or host names tenant webhook endpoints may be registered at and delivered to although they are not public (tests, private deployments). Empty: webhooks reach public addresses only (plus loopback `http://` in dev).")] = ""
     console_port: Annotated[int, _doc("`make run`: console port on 127.0.0.1 (and its base URL, unless `FRONTDOOR_CONSOLE_BASE_URL` is set).")] = 8000
     issuer_port: Annotated[int, _doc("`make run`: issuer port (and its base URL, unless `FRONTDOOR_ISSUER_BASE_URL` is set).")] = 8001
     ledger_port: Annotated[int, _doc("`make run`: ledger port (and its base URL, unless `FRONTDOOR_LEDGER_BASE_URL` is set).")] = 8002
@@ -105,8 +108,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         return out
 
     def allowlist(self) -> tuple[str, ...]:
-        """``FRONTDOOR_OUTBOUND_ALLOWLIST`` as a tuple."""
+        """``FRONTDOOR_OUTBOUND_ALLOWLIST`` as a tuple: Frontdoor's own fetches, never webhooks."""
         return tuple(x.strip() for x in self.outbound_allowlist.split(",") if x.strip())
+
+    def webhook_allowlist_entries(self) -> tuple[str, ...]:
+        """``FRONTDOOR_WEBHOOK_ALLOWLIST`` as a tuple: webhook registration and delivery only."""
+        return tuple(x.strip() for x in self.webhook_allowlist.split(",") if x.strip())
 
     def retry_schedule(self) -> tuple[timedelta, ...]:
         """``FRONTDOOR_WEBHOOK_RETRY_SCHEDULE`` parsed: the delay before each attempt."""
@@ -173,6 +180,12 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
         raise SettingsError(_explain(str(exc))) from None
     settings.nameservers()  # raises SettingsError naming the variable
     settings.retry_schedule()
+    for name, entries in (("outbound_allowlist", settings.allowlist()),
+                          ("webhook_allowlist", settings.webhook_allowlist_entries())):
+        try:
+            AddressRules(OutboundPolicy(allowlist=entries))
+        except ValueError as exc:
+            raise SettingsError(f"{ENV_NAMES[name]}: {exc}") from None
     if settings.trusted_proxies:
         import ipaddress
 

@@ -126,6 +126,7 @@ async def create_endpoint(
     rate_limit_per_second: int | None = None,
     signing_scheme: SigningScheme = "v1",
     allow_insecure: bool = False,
+    allowlist: Sequence[str] = (),
 ) -> CreatedEndpoint:
     """Register an endpoint with a fresh secret.
 
@@ -140,6 +141,7 @@ async def create_endpoint(
         rate_limit_per_second: Optional delivery rate cap.
         signing_scheme: ``v1a`` also makes an Ed25519 key pair (``public_key``).
         allow_insecure: Development: accept ``http://`` loopback URLs.
+        allowlist: ``FRONTDOOR_WEBHOOK_ALLOWLIST`` (see `validate_endpoint_url`).
 
     Returns:
         The endpoint and its ``whsec_`` secret (not retrievable later).
@@ -147,7 +149,7 @@ async def create_endpoint(
     Raises:
         Invalid: A field is not acceptable.
     """
-    checked_url = validate_endpoint_url(url, allow_insecure=allow_insecure)
+    checked_url = validate_endpoint_url(url, allow_insecure=allow_insecure, allowlist=allowlist)
     types = validate_event_types(event_types)
     endpoint_id = new_id("whe")
     if signing_scheme not in ("v1", "v1a"):
@@ -200,6 +202,7 @@ async def update_endpoint(
     enabled: bool | msgspec.UnsetType = msgspec.UNSET,
     rate_limit_per_second: int | msgspec.UnsetType | None = msgspec.UNSET,
     allow_insecure: bool = False,
+    allowlist: Sequence[str] = (),
 ) -> Endpoint:
     """Change what is given, leave the rest (``UNSET``) alone.
 
@@ -211,7 +214,7 @@ async def update_endpoint(
     """
     changes: dict[str, Any] = {}
     if not isinstance(url, msgspec.UnsetType):
-        changes["url"] = validate_endpoint_url(url, allow_insecure=allow_insecure)
+        changes["url"] = validate_endpoint_url(url, allow_insecure=allow_insecure, allowlist=allowlist)
     if not isinstance(description, msgspec.UnsetType):
         changes["description"] = _description(description)
     if not isinstance(event_types, msgspec.UnsetType):

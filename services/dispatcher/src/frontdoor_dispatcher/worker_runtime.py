@@ -69,7 +69,9 @@ def delivery_outbound_policy(settings: Settings) -> OutboundPolicy:
     same so nothing in the fetcher cuts an attempt shorter. Connects stay bounded by the
     policy's ``connect_timeout``.
     """
-    return OutboundPolicy(allow_http_loopback=settings.is_dev, allowlist=settings.allowlist(),
+    # Tenant webhooks get their own allowlist: FRONTDOOR_OUTBOUND_ALLOWLIST (Frontdoor's
+    # own fetches) must not let a tenant's endpoint reach a private network.
+    return OutboundPolicy(allow_http_loopback=settings.is_dev, allowlist=settings.webhook_allowlist_entries(),
                           total_timeout=settings.webhook_timeout.total_seconds())
 
 

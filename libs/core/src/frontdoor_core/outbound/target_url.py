@@ -8,6 +8,7 @@ import httpx
 
 from .address import parse_ip
 from .address_rules import AddressRules, is_loopback_host
+from .browser_host import host_address, url_host
 from .fetch_error import FetchError, FetchErrorCode
 
 __all__ = ["MAX_URL_LENGTH", "check_target"]
@@ -30,9 +31,11 @@ def check_target(url: str | httpx.URL, rules: AddressRules, *, allow_http_loopba
 
     Only ``https`` is accepted, except plain ``http`` to a loopback host when
     ``allow_http_loopback`` is set (development). User information, shorthand IP
-    forms, zone IDs, percent-encoded or trailing-dot hosts are refused. An IP literal
-    must pass the address rules here; host names are checked at connect time against
-    the addresses actually connected to.
+    forms, zone IDs, percent-encoded or trailing-dot hosts are refused. An IP address,
+    in whatever spelling a browser or resolver would accept (``127.1``, ``0x7f000001``,
+    fullwidth digits, ``localhost``: see `host_address`), must pass the address rules
+    here, so such a URL is ``blocked_address`` rather than merely malformed; host names
+    are checked at connect time against the addresses actually connected to.
 
     Args:
         url: The URL as given, or an already joined redirect target.
@@ -53,6 +56,10 @@ def check_target(url: str | httpx.URL, rules: AddressRules, *, allow_http_loopba
         raise _bad("URL too long")
     if isinstance(url, str) and _UNSAFE_CHARS.search(url):
         raise _bad("URL contains whitespace, control characters or backslashes")
+    raw_host = url_host(text)
+    meant = host_address(raw_host) if raw_host else None
+    if meant is not None and not rules.permits(raw_host.lower().strip("[]") if raw_host else "", meant):
+        raise FetchError(FetchErrorCode.BLOCKED_ADDRESS, "host is not a public address")
     try:
         parsed = url if isinstance(url, httpx.URL) else httpx.URL(url)
     except httpx.InvalidURL as exc:

@@ -126,7 +126,8 @@ async def endpoints_create(data: JSONBody[EndpointIn], actor: NamedDependency[Ac
                                            description=data.description, event_types=data.event_types,
                                            rate_limit_per_second=data.rate_limit_per_second,
                                            signing_scheme=data.signing_scheme,
-                                           allow_insecure=ctx.settings.is_dev)
+                                           allow_insecure=ctx.settings.is_dev,
+                                           allowlist=ctx.settings.webhook_allowlist_entries())
     return EndpointCreated(endpoint=created.endpoint, secret=created.secret)
 
 
@@ -153,7 +154,8 @@ async def endpoints_update(endpoint_id: FromPath[str], data: JSONBody[EndpointPa
         return await wh.update_endpoint(conn, actor, endpoint_id, now=ctx.now(), url=data.url,
                                         description=data.description, event_types=data.event_types,
                                         rate_limit_per_second=data.rate_limit_per_second,
-                                        allow_insecure=ctx.settings.is_dev)
+                                        allow_insecure=ctx.settings.is_dev,
+                                        allowlist=ctx.settings.webhook_allowlist_entries())
 
 
 @delete("/api/v1/webhook-endpoints/{endpoint_id:str}", tags=["webhooks"], summary="Delete a webhook endpoint",
