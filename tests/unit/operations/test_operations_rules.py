@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
 import pytest
-from frontdoor_operations.perform import interpret_answer
+from frontdoor_operations.perform import ANSWER_PROBLEMS, interpret_answer
 from frontdoor_operations.rules import (
     CallerView,
     OperationView,
@@ -16,6 +17,7 @@ from frontdoor_operations.rules import (
     is_lapsed,
     validate_result,
 )
+from frontdoor_webhooks.sender import RESPONSE_LIMIT
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 AGENT = "https://agent.example/client.json"
@@ -133,4 +135,51 @@ def test_ops_6_05_an_outcome_needs_a_summary() -> None:
     (410, None, "unknown"),
 ])
 def test_ops_6_03_what_a_perform_answer_means(status: int | None, body: Any, kind: str) -> None:
-    assert interpret_answer(status, body).kind == kind
+    raw = b"" if body is None else msgspec.json.encode(body)
+    assert interpret_answer(status, raw).kind == kind
+
+
+_OUTCOME = {"outcome": "succeeded", "result": {"summary": "Order 4 placed"}}
+
+
+def _at_size(size: int) -> bytes:
+    """A valid outcome answer padded (inside ``result.data``) to exactly ``size`` bytes."""
+    base = msgspec.json.encode({**_OUTCOME, "result": {**_OUTCOME["result"], "data": {"pad": ""}}})
+    return msgspec.json.encode({**_OUTCOME, "result": {**_OUTCOME["result"], "data": {"pad": "x" * (size - len(base))}}})
+
+
+@pytest.mark.parametrize(("status", "body", "truncated", "problem"), [
+    (200, b"ok", False, "answer_not_json"),
+    (200, msgspec.json.encode(_OUTCOME)[:-7], False, "answer_not_json"),  # truncated JSON
+    (200, b"", False, "answer_without_outcome"),
+    (204, b"", False, "answer_without_outcome"),
+    (200, b'{"queued": true}', False, "answer_without_outcome"),
+    (200, b"[1, 2]", False, "answer_without_outcome"),
+    (200, b'{"outcome": 1, "result": {"summary": "x"}}', False, "answer_invalid_outcome"),  # wrong types
+    (200, b'{"outcome": "succeeded", "result": "done"}', False, "answer_invalid_outcome"),
+    (200, b'{"outcome": "succeeded", "result": {"summary": 5}}', False, "answer_invalid_outcome"),
+    (200, b'{"outcome": "failed", "result": {"summary": "x", "data": [1]}}', False, "answer_invalid_outcome"),
+    (202, b'{"outcome": ["succeeded"], "result": {}}', False, "answer_invalid_outcome"),
+    # What was cut might have been an outcome: never read, whatever is left.
+    (200, _at_size(RESPONSE_LIMIT), True, "answer_truncated"),
+    (202, b"", True, "answer_truncated"),
+    (200, _at_size(RESPONSE_LIMIT + 1), False, "answer_truncated"),
+])
+def test_an_unreadable_2xx_is_unknown_and_says_why(status: int, body: bytes, truncated: bool, problem: str) -> None:
+    """OPS-6-03: a 2xx that cannot be read as an outcome is unknown (never failed), with a reason to flag."""
+    answer = interpret_answer(status, body, truncated=truncated)
+    assert answer.kind == "unknown" and answer.problem == problem and answer.outcome is None
+    assert problem in ANSWER_PROBLEMS
+
+
+def test_an_outcome_exactly_at_the_size_cap_is_read() -> None:
+    body = _at_size(RESPONSE_LIMIT)
+    assert len(body) == RESPONSE_LIMIT
+    answer = interpret_answer(200, body)
+    assert answer.kind == "outcome" and answer.outcome == "succeeded" and answer.problem is None
+
+
+def test_a_202_reads_its_body_only_for_an_outcome() -> None:
+    assert interpret_answer(202, b"Accepted").kind == "accepted"
+    assert interpret_answer(202, b'{"outcome": "failed", "result": {"summary": "Nothing charged"}}').outcome == "failed"
+    assert interpret_answer(503, b"", truncated=True).problem is None  # not a 2xx: plainly unknown

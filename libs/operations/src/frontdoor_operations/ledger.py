@@ -12,6 +12,7 @@ Every function takes the tenant and scopes every query by it.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal
 
@@ -31,6 +32,7 @@ __all__ = [
     "Proposal",
     "Revision",
     "cancel",
+    "clear_attention",
     "confirm",
     "expire",
     "expire_due",
@@ -397,6 +399,16 @@ async def confirm(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *
     return op, message_id
 
 
+async def _stop_performing(conn: asyncpg.Connection, tenant_id: str, message_id: str, now: datetime) -> None:
+    """In the transaction that makes the operation final: its perform message is never sent again.
+
+    A pending retry would call the company's perform webhook after the outcome is known, and a
+    redelivery or recovery would perform it twice (OPS-6-02, OPS-6-03): delivered or not, the
+    message is superseded, atomically with the final state.
+    """
+    await supersede_message(conn, tenant_id, message_id, now=now)
+
+
 async def _finish(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *, state: str, from_state: str,
                   result: dict[str, Any], now: datetime) -> Operation | None:
     async with conn.transaction():
@@ -408,9 +420,7 @@ async def _finish(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *
         if changed is None:
             return None
         if changed:
-            # A final operation is never performed (again): a retry still pending would call the
-            # company's perform webhook after the outcome is known (OPS-6-02, OPS-6-03).
-            await supersede_message(conn, tenant_id, changed)
+            await _stop_performing(conn, tenant_id, changed, now)
         op = await _must(conn, tenant_id, operation_id)
         await events.emit(conn, tenant_id, f"operation.{state}", event_data(op), now=now)
     return op
@@ -428,9 +438,11 @@ async def expire(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *,
         changed = await conn.fetchval(
             "UPDATE operations SET state = 'expired', result = $3, finished_at = $4, sequence = sequence + 1,"
             " updated_at = $4 WHERE tenant_id = $1 AND id = $2 AND state = 'proposed' AND expires_at <= $4"
-            " RETURNING 1", tenant_id, operation_id, expired_result(), now)
+            " RETURNING coalesce(perform_message_id, '')", tenant_id, operation_id, expired_result(), now)
         if changed is None:
             return None
+        if changed:  # a proposal has no perform message; should one ever have, it is stopped too
+            await _stop_performing(conn, tenant_id, changed, now)
         op = await _must(conn, tenant_id, operation_id)
         await events.emit(conn, tenant_id, "operation.expired", event_data(op), now=now)
     return op
@@ -486,6 +498,16 @@ async def flag_attention(conn: asyncpg.Connection, tenant_id: str, operation_id:
     await conn.execute("UPDATE operations SET attention = $3, updated_at = $4, sequence = sequence + 1"
                        " WHERE tenant_id = $1 AND id = $2 AND state = 'in_progress' AND attention IS DISTINCT FROM $3",
                        tenant_id, operation_id, reason, now)
+
+
+async def clear_attention(conn: asyncpg.Connection, tenant_id: str, operation_id: str, reasons: Collection[str], *,
+                          now: datetime) -> None:
+    """Lift an in-progress operation's flag when it is one of ``reasons`` (a later answer resolved it)."""
+    if not is_operation_id(operation_id):
+        return
+    await conn.execute("UPDATE operations SET attention = NULL, updated_at = $4, sequence = sequence + 1"
+                       " WHERE tenant_id = $1 AND id = $2 AND state = 'in_progress' AND attention = ANY($3::text[])",
+                       tenant_id, operation_id, sorted(reasons), now)
 
 
 async def list_operations(conn: asyncpg.Connection, tenant_id: str, filters: ListFilters, *, limit: int = 50,

@@ -5,7 +5,9 @@ ledger waiting for a perform answer): the claim, one compare-and-set ``UPDATE`` 
 takes a lease, lets exactly one of them send. No database connection is held while the
 receiver is being waited for. The result is written only if the claim is still current
 (a redelivery or an expired lease meanwhile wins), in one transaction with the attempt
-row and the endpoint's health.
+row and the endpoint's health, and with whatever the caller's `SettleHook` writes about
+the answer (the perform webhook's outcome): the answer and its consequence commit together
+or not at all.
 
 `claim` and `due_messages` look messages up by ID across tenants, as a relay must;
 everything after the lookup filters by the message's tenant.
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -37,8 +39,8 @@ from .retry_policy import next_attempt_at, parse_retry_after
 from .sender import RESPONSE_LIMIT, Sender, SenderResponse, SendError
 from .signing import webhook_headers
 
-__all__ = ["ClaimedMessage", "DeliveryReport", "RedisThrottle", "Throttle", "claim", "deliver", "due_messages",
-           "hand_back"]
+__all__ = ["ClaimedMessage", "DeliveryReport", "RedisThrottle", "SettleHook", "Throttle", "claim", "deliver",
+           "due_messages", "hand_back"]
 
 _log = get_logger("frontdoor.webhooks")
 _tracer = trace.get_tracer("frontdoor.webhooks")
@@ -79,8 +81,9 @@ class DeliveryReport(msgspec.Struct, frozen=True, kw_only=True):
             ``next_attempt_at``), ``exhausted`` or ``aborted``.
         status: The receiver's HTTP status; None when it did not answer.
         error_class: Why it failed (`ErrorClass` value); None when delivered.
-        response_json: The answer's body parsed as JSON when it is JSON and at most
-            64 KiB (a perform webhook's ``{"outcome", "result"}``); else None.
+        response_json: The answer's body parsed as JSON when it is JSON and was read
+            whole, not cut at `RESPONSE_LIMIT` (a perform webhook's ``{"outcome", "result"}``);
+            else None.
         endpoint_disabled: True when this attempt disabled the endpoint.
         recorded: False when the claim was lost before the result was written (a
             redelivery or an expired lease): the attempt row exists, the message's
@@ -226,8 +229,18 @@ async def _throttled_until(conn: asyncpg.Connection, claimed: ClaimedMessage, no
     return now + timedelta(seconds=wait + random.uniform(0.0, spread) + random.uniform(0.0, 0.25))  # noqa: S311
 
 
+SettleHook = Callable[[asyncpg.Connection, DeliveryReport, SenderResponse | None], Awaitable[None]]
+"""Writes an attempt's consequence in the transaction that settles it (`deliver`'s ``on_settle``).
+
+Called with that transaction's connection, the attempt's report and the answer (None when
+none came), after the attempt row and the message's next state are written. Whatever it
+writes commits with them; if it raises, nothing of the attempt is written (the claim's
+lease then ends and the message is claimed and sent again) and the exception propagates.
+"""
+
+
 def _parse_json(response: SenderResponse | None) -> Any:
-    if response is None or not response.body or len(response.body) >= RESPONSE_LIMIT:
+    if response is None or not response.body or response.truncated or len(response.body) > RESPONSE_LIMIT:
         return None
     try:
         return msgspec.json.decode(response.body)
@@ -246,6 +259,7 @@ async def deliver(
     tenant_id: str | None = None,
     accept: Callable[[SenderResponse], bool] | None = None,
     throttle: Throttle | None = None,
+    on_settle: SettleHook | None = None,
 ) -> DeliveryReport | None:
     """Make one attempt at a message if it can be claimed now.
 
@@ -263,6 +277,9 @@ async def deliver(
         throttle: Enforces endpoints' ``rate_limit_per_second`` (one counter across every
             process): over the limit, the claim is handed back and the message deferred by
             the wait, without using an attempt.
+        on_settle: Writes the answer's consequence in the transaction that settles the
+            attempt (see `SettleHook`); called for every settled attempt, also one whose
+            claim was lost meanwhile (``recorded`` False).
 
     Returns:
         The attempt's report, or None when the message was not claimable (not due,
@@ -291,7 +308,7 @@ async def deliver(
         except Exception as exc:
             # Claimed, so the attempt is counted: it must be settled, or the message would be
             # claimed (and fail) again after every lease without a trace or an end.
-            return await _settle_internal(pool, claimed, policy, clock, exc, started_at=now)
+            return await _settle_internal(pool, claimed, policy, clock, exc, started_at=now, on_settle=on_settle)
     headers: dict[str, str] = {}
     with _tracer.start_as_current_span("webhook.deliver", attributes={
         "webhook.message_id": claimed.id, "webhook.attempt": claimed.attempt, "frontdoor.tenant_id": claimed.tenant_id,
@@ -320,7 +337,8 @@ async def deliver(
         if response is not None:
             span.set_attribute("http.response.status_code", response.status)
     report = await _settle(pool, claimed, policy, clock, started_at=started_at, duration_ms=duration_ms,
-                           response=response, error_class=error_class, excerpt=excerpt, headers=headers)
+                           response=response, error_class=error_class, excerpt=excerpt, headers=headers,
+                           on_settle=on_settle)
     _log.info("webhook_attempt", message_id=claimed.id, tenant_id=claimed.tenant_id, endpoint_id=claimed.endpoint_id,
               attempt=claimed.attempt, status=report.status, error_class=report.error_class, state=report.state,
               duration_ms=duration_ms)
@@ -333,12 +351,14 @@ def _internal_detail(exc: BaseException) -> str:
 
 
 async def _settle_internal(pool: asyncpg.Pool, claimed: ClaimedMessage, policy: DeliveryPolicy, clock: Clock,
-                           exc: Exception, *, started_at: datetime) -> DeliveryReport:
+                           exc: Exception, *, started_at: datetime,
+                           on_settle: SettleHook | None = None) -> DeliveryReport:
     """Settle a claimed attempt that failed before anything was sent, as ``internal``."""
     _log.warning("webhook_attempt_internal_error", message_id=claimed.id, tenant_id=claimed.tenant_id,
                  endpoint_id=claimed.endpoint_id, attempt=claimed.attempt, error=type(exc).__name__)
     return await _settle(pool, claimed, policy, clock, started_at=started_at, duration_ms=0, response=None,
-                         error_class=ErrorClass.INTERNAL.value, excerpt=_internal_detail(exc), headers={})
+                         error_class=ErrorClass.INTERNAL.value, excerpt=_internal_detail(exc), headers={},
+                         on_settle=on_settle)
 
 
 def _verdict(claimed: ClaimedMessage, policy: DeliveryPolicy, ended: datetime, response: SenderResponse | None,
@@ -374,8 +394,9 @@ async def _settle(
     error_class: str | None,
     excerpt: bytes | str,
     headers: dict[str, str],
+    on_settle: SettleHook | None = None,
 ) -> DeliveryReport:
-    """Write the attempt, then the message's next state and the endpoint's health, atomically.
+    """Write the attempt, the message's next state, the endpoint's health and ``on_settle``'s part, atomically.
 
     Nothing in the answer may keep the attempt from being recorded: should reading it fail
     (a header nobody foresaw), the attempt is recorded as a failed one, retried on the
@@ -419,10 +440,13 @@ async def _settle(
                                      "event_type": claimed.event_type, "attempts": claimed.attempt,
                                      "sequence": await next_event_sequence(conn)},
                                     ended, exclude_endpoint=claimed.endpoint_id)
-    return DeliveryReport(
-        message_id=claimed.id, tenant_id=claimed.tenant_id, endpoint_id=claimed.endpoint_id, purpose=claimed.purpose,
-        operation_id=claimed.operation_id, attempt_id=attempt_id, attempt=claimed.attempt,
-        state=state if still_ours is not None else "pending", status=status, error_class=error_class,
-        response_json=_parse_json(response), next_attempt_at=retry_at, endpoint_disabled=disabled,
-        recorded=still_ours is not None,
-    )
+        report = DeliveryReport(
+            message_id=claimed.id, tenant_id=claimed.tenant_id, endpoint_id=claimed.endpoint_id,
+            purpose=claimed.purpose, operation_id=claimed.operation_id, attempt_id=attempt_id, attempt=claimed.attempt,
+            state=state if still_ours is not None else "pending", status=status, error_class=error_class,
+            response_json=_parse_json(response), next_attempt_at=retry_at, endpoint_disabled=disabled,
+            recorded=still_ours is not None,
+        )
+        if on_settle is not None:
+            await on_settle(conn, report, response)
+    return report

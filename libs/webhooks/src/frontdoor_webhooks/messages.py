@@ -8,8 +8,13 @@ wake-up for a relay listening, which still reads the table (the notification car
 nothing else and may be lost).
 
 States: ``pending`` (waiting for ``next_attempt_at``, or, parked, for its endpoint to
-be enabled: see `parking`), ``delivered``, ``exhausted`` (the schedule ran out) and
-``aborted`` (the receiver said ``webhook-delivery: abort``).
+be enabled: see `parking`), ``delivered``, ``exhausted`` (the schedule ran out),
+``aborted`` (the receiver said ``webhook-delivery: abort``) and ``superseded`` (stopped
+before it was delivered: see `supersede_message`).
+
+A message whose subject no longer wants it sent (the perform message of an operation that
+became final) has ``superseded_at`` set, whatever its state: redelivery refuses it
+(``409 webhook_message_superseded``) and recovery leaves it out, so it is never sent again.
 """
 
 from __future__ import annotations
@@ -43,14 +48,15 @@ __all__ = [
     "recover",
     "redeliver",
     "send_test",
+    "supersede_message",
 ]
 
 NOTIFY_CHANNEL = "frontdoor_webhooks"
-MessageState = Literal["pending", "delivered", "exhausted", "aborted"]
+MessageState = Literal["pending", "delivered", "exhausted", "aborted", "superseded"]
 Purpose = Literal["event", "perform"]
 _SENDABLE = frozenset({*EVENT_TYPES, PERFORM, TEST_EVENT})
 _COLUMNS = ("id, tenant_id, endpoint_id, event_type, body, purpose, operation_id, state, attempts, next_attempt_at,"
-            " created_at, delivered_at, last_status")
+            " created_at, delivered_at, last_status, superseded_at")
 
 
 class Message(msgspec.Struct, frozen=True, kw_only=True):
@@ -64,6 +70,8 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
         attempts: Attempts claimed so far.
         next_attempt_at: When the next attempt is due; None once finished.
         last_status: HTTP status of the latest attempt, None when it got no answer.
+        superseded_at: When its subject stopped wanting it sent (a perform message whose
+            operation became final); from then on it is never sent again. None otherwise.
     """
 
     id: str
@@ -79,6 +87,12 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
     created_at: datetime
     delivered_at: datetime | None
     last_status: int | None
+    superseded_at: datetime | None = None
+
+    @property
+    def resendable(self) -> bool:
+        """Whether a redelivery may send it again (never once superseded)."""
+        return self.state != "superseded" and self.superseded_at is None
 
 
 def _message(row: asyncpg.Record) -> Message:
@@ -227,13 +241,17 @@ async def list_messages(conn: asyncpg.Connection, tenant_id: str, *, endpoint_id
 
 
 async def redeliver(conn: asyncpg.Connection, actor: Actor, message_id: str, *, now: datetime) -> Message:
-    """Send a message again, whatever its state, with the same ``webhook-id``.
+    """Send a message again, whatever its state, with the same ``webhook-id``, unless superseded.
 
     It becomes pending, due at ``now``, with a fresh schedule. A lease held by a
-    process sending it right now is respected (claims wait for it).
+    process sending it right now is respected (claims wait for it). A superseded message
+    (the perform message of an operation that is final, delivered or not) is refused: the
+    check is the ``UPDATE``'s own condition, so a supersede committing meanwhile either
+    comes first (refused) or finds the message pending and supersedes it.
 
     Raises:
         NotFound: No such message for this tenant.
+        Conflict: ``webhook_message_superseded``.
     """
     async with in_transaction(conn):
         endpoint_id = await conn.fetchval("SELECT endpoint_id FROM webhook_messages WHERE tenant_id = $1 AND id = $2",
@@ -244,7 +262,8 @@ async def redeliver(conn: asyncpg.Connection, actor: Actor, message_id: str, *, 
             "UPDATE webhook_messages SET state = 'pending', attempts = 0, next_attempt_at = $3, finished_at = NULL,"  # noqa: S608
             " parked = coalesce((SELECT NOT e.enabled FROM webhook_endpoints AS e"
             " WHERE e.tenant_id = $1 AND e.id = webhook_messages.endpoint_id), false)"
-            " WHERE tenant_id = $1 AND id = $2 AND state <> 'superseded' RETURNING " + _COLUMNS,
+            " WHERE tenant_id = $1 AND id = $2 AND state <> 'superseded' AND superseded_at IS NULL"
+            " RETURNING " + _COLUMNS,
             actor.tenant_id, message_id, now,
         )
     if row is None:
@@ -263,7 +282,8 @@ async def recover(conn: asyncpg.Connection, actor: Actor, endpoint_id: str, *, s
                   now: datetime) -> int:
     """Queue again every exhausted or aborted message of an endpoint created since ``since``.
 
-    For after an outage the company has fixed. Messages keep their IDs.
+    For after an outage the company has fixed. Messages keep their IDs. Superseded ones
+    (a final operation's perform) are left out.
 
     Returns:
         How many messages were queued again.
@@ -282,7 +302,7 @@ async def recover(conn: asyncpg.Connection, actor: Actor, endpoint_id: str, *, s
             " parked = coalesce((SELECT NOT e.enabled FROM webhook_endpoints AS e WHERE e.tenant_id = $1"
             " AND e.id = $2), false)"
             " WHERE tenant_id = $1 AND endpoint_id = $2 AND created_at >= $3 AND state IN ('exhausted', 'aborted')"
-            " RETURNING id",
+            " AND superseded_at IS NULL RETURNING id",
             actor.tenant_id, endpoint_id, since, now,
         )
     await audit.record(conn, actor, "webhook_endpoint.recovered", target_type="webhook_endpoint",
@@ -318,15 +338,29 @@ async def prune(conn: asyncpg.Connection, now: datetime, retention: timedelta, *
     return int(deleted)
 
 
-async def supersede_message(conn: asyncpg.Connection, tenant_id: str, message_id: str) -> bool:
+async def supersede_message(conn: asyncpg.Connection, tenant_id: str, message_id: str, *, now: datetime) -> bool:
     """Stop a message for good: its subject no longer wants it sent (a final operation's perform).
 
-    ``superseded`` is terminal: retries, redelivery and recovery never re-queue it. A process
-    sending it at this moment keeps its lease, but its result is not written over it
-    (settling requires ``pending``). True when it was not yet delivered.
+    Called in the transaction that makes the subject final. Whatever the message's state,
+    ``superseded_at`` is set: redelivery and recovery never re-queue it. One not yet
+    delivered (pending, exhausted, aborted) also becomes ``superseded``, a terminal state
+    retries never leave; a delivered one stays ``delivered`` (what delivery did is kept). A
+    process sending it at this moment keeps its lease, but its result is not written over it
+    (settling requires ``pending``).
+
+    Returns:
+        True when it was not yet delivered (it became ``superseded``).
     """
-    superseded = await conn.fetchval(
-        "UPDATE webhook_messages SET state = 'superseded', locked_until = NULL, finished_at = now()"
-        " WHERE tenant_id = $1 AND id = $2 AND state IN ('pending', 'exhausted', 'aborted') RETURNING 1",
-        tenant_id, message_id)
-    return superseded is not None
+    async with in_transaction(conn):
+        was = await conn.fetchval("SELECT state FROM webhook_messages WHERE tenant_id = $1 AND id = $2 FOR UPDATE",
+                                  tenant_id, message_id)
+        if was is None:  # pruned
+            return False
+        await conn.execute(
+            "UPDATE webhook_messages SET superseded_at = coalesce(superseded_at, $3),"
+            " state = CASE WHEN state IN ('pending', 'exhausted', 'aborted') THEN 'superseded' ELSE state END,"
+            " locked_until = CASE WHEN state = 'delivered' THEN locked_until END,"
+            " finished_at = CASE WHEN state IN ('pending', 'exhausted', 'aborted') THEN $3 ELSE finished_at END"
+            " WHERE tenant_id = $1 AND id = $2",
+            tenant_id, message_id, now)
+    return bool(was in ("pending", "exhausted", "aborted"))

@@ -9,7 +9,9 @@ order, moves the cursor and counts progress, so a crash mid-way resumes where it
 stopped and the company can watch ``requeued`` approach ``total``.
 
 Only messages created before the request (``until``) are part of a job; messages keep
-their IDs (the same ``webhook-id``) and get a fresh retry schedule.
+their IDs (the same ``webhook-id``) and get a fresh retry schedule. A superseded message
+(the perform message of an operation that is final) is never part of one: the chunk's
+``FOR UPDATE`` re-checks it, so one superseded while the job runs is left out too.
 """
 
 from __future__ import annotations
@@ -117,14 +119,15 @@ async def run_recovery_chunk(conn: asyncpg.Connection, now: datetime, *,
     if total is None:
         total = await conn.fetchval(
             "SELECT count(*) FROM webhook_messages WHERE tenant_id = $1 AND endpoint_id = $2"
-            " AND created_at >= $3 AND created_at <= $4 AND state IN ('exhausted', 'aborted')",
+            " AND created_at >= $3 AND created_at <= $4 AND state IN ('exhausted', 'aborted')"
+            " AND superseded_at IS NULL",
             tenant_id, endpoint_id, job["since"], job["until"])
     done = await conn.fetchrow(
         """
         WITH batch AS (
             SELECT id FROM webhook_messages
              WHERE tenant_id = $1 AND endpoint_id = $2 AND created_at >= $3 AND created_at <= $4
-               AND state IN ('exhausted', 'aborted')
+               AND state IN ('exhausted', 'aborted') AND superseded_at IS NULL
                AND ($5::timestamptz IS NULL OR (created_at, id) > ($5::timestamptz, $6::text))
              ORDER BY created_at, id
              LIMIT $7

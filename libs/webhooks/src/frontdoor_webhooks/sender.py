@@ -41,11 +41,14 @@ class SenderResponse(msgspec.Struct, frozen=True, kw_only=True):
         status: The HTTP status.
         headers: Response headers, names lower-cased.
         body: The first `RESPONSE_LIMIT` bytes of the body, as sent.
+        truncated: True when the body was longer and was cut at `RESPONSE_LIMIT` (or was
+            dropped because it came with a content coding): it cannot be read as a whole.
     """
 
     status: int
     headers: Mapping[str, str]
     body: bytes
+    truncated: bool = False
 
 
 class SendError(Exception):
@@ -91,4 +94,5 @@ class SafeSender:
             result = await self._fetcher.post(url, body, headers=headers, timeout=timeout, max_bytes=RESPONSE_LIMIT)
         except FetchError as exc:
             raise SendError(_ERROR_CLASSES.get(exc.code, ErrorClass.INVALID_RESPONSE), exc.message) from None
-        return SenderResponse(status=result.status, headers=result.headers, body=result.body)
+        return SenderResponse(status=result.status, headers=result.headers, body=result.body,
+                              truncated=result.truncated)

@@ -10,13 +10,17 @@ relay retries the same message.
 
 Re-pricing: when the kind names a re-price endpoint, the confirm first asks it for the
 current terms (a signed ``operation.reprice`` POST); changed terms become a new revision
-and the confirm is answered ``409 terms_changed``.
+and the confirm is answered ``409 terms_changed``. The call follows the delivery rules of
+its endpoint: none is made while the endpoint is disabled (the confirm is answered ``503``
+as when the perform endpoint is disabled), and each counts against the endpoint's
+``rate_limit_per_second`` (over it, ``503`` with ``Retry-After``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import secrets
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +48,19 @@ _REPRICE_TIMEOUT = 5.0
 
 
 class RepriceUnavailable(Exception):
-    """The re-price endpoint did not give current terms: the confirm cannot go ahead now."""
+    """The re-price endpoint did not give current terms: the confirm cannot go ahead now.
+
+    Attributes:
+        retry_after: Seconds the agent is told to wait; None for the ledger's default.
+    """
+
+    def __init__(self, retry_after: int | None = None) -> None:
+        super().__init__("current terms are not available")
+        self.retry_after = retry_after
+
+
+_DISABLED_RETRY_AFTER = 60
+"""Seconds to wait while a kind's endpoint is disabled (as for a disabled perform endpoint)."""
 
 
 class Performer:
@@ -117,7 +133,8 @@ class Performer:
         """Ask the kind's re-price endpoint for current terms; a new revision when they changed.
 
         Raises:
-            RepriceUnavailable: no usable answer (the confirm is refused with 503).
+            RepriceUnavailable: no usable answer, the endpoint is disabled, or it is over its
+                ``rate_limit_per_second`` (the confirm is refused with 503).
         """
         ctx = self._ctx
         async with ctx.pool.acquire() as conn:
@@ -125,7 +142,13 @@ class Performer:
             if kind is None or kind.reprice_endpoint_id is None:
                 return None
             endpoint = await get_endpoint(conn, tenant_id, kind.reprice_endpoint_id)
+            if not endpoint.enabled:  # as every delivery: nothing is sent to a disabled endpoint
+                raise RepriceUnavailable(retry_after=_DISABLED_RETRY_AFTER)
             keys = await signing_secrets(conn, tenant_id, endpoint.id, self._kek, ctx.now())
+        if endpoint.rate_limit_per_second is not None:  # counted with the endpoint's deliveries
+            wait = await self._throttle.wait(endpoint.id, endpoint.rate_limit_per_second)
+            if wait > 0:
+                raise RepriceUnavailable(retry_after=max(math.ceil(wait), 1))
         now = ctx.now()
         # Not a perform: no idempotency key, so a receiver keyed on it cannot mistake this for one.
         data = {k: v for k, v in ledger.perform_data(op).items() if k != "idempotency_key"}

@@ -246,6 +246,9 @@ async def _redeliverable(console: Console, state: State, operation_id: str) -> l
     op = await _operation(console, state, operation_id)
     if op.perform_message_id is None:
         raise NotFound("no_perform_message", "This operation has no perform webhook to send (not confirmed).")
+    if op.state != "in_progress":  # final: performing it again could act twice (OPS-6-02)
+        raise Conflict("webhook_message_superseded",
+                       "This operation is final: its perform webhook is never sent again.")
     return op
 
 

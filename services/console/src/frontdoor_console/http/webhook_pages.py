@@ -408,9 +408,17 @@ def _message_redeliver_confirm(console: Console, m: wh_messages.Message) -> Temp
                         button="Redeliver", cancel=f"/webhooks/messages/{m.id}", danger=False)
 
 
+async def _resendable(console: Console, state: State, message_id: str) -> wh_messages.Message:
+    m = await _message(console, state, message_id)
+    if not m.resendable:  # the page offers no button; a stale or typed URL is refused the same way
+        raise Conflict("webhook_message_superseded",
+                       "This perform message's operation is final: it is never sent again.")
+    return m
+
+
 @get("/webhooks/messages/{message_id:str}/redeliver")
 async def message_redeliver_confirm(message_id: FromPath[str], console: Console, state: State) -> Template:
-    return _message_redeliver_confirm(console, await _message(console, state, message_id))
+    return _message_redeliver_confirm(console, await _resendable(console, state, message_id))
 
 
 @post("/webhooks/messages/{message_id:str}/redeliver")
@@ -418,7 +426,7 @@ async def message_redeliver(message_id: FromPath[str], data: Annotated[ConfirmFo
                             state: State) -> Response[Any]:
     console.require("write")
     ctx = ctx_of(state)
-    m = await _message(console, state, message_id)
+    m = await _resendable(console, state, message_id)
     if data.confirm != "yes":
         return _message_redeliver_confirm(console, m)
     async with transaction(ctx.pool) as conn:

@@ -2,7 +2,8 @@
 
 ``GET {endpoint}/{id}``, ``POST {endpoint}/{id}/confirm`` ``{revision, approved_by}`` and
 ``POST {endpoint}/{id}/cancel``, where ``{endpoint}`` is ``{ledger}/{slug}/operations``,
-each with the agent's DPoP-bound Session Token.
+each with the agent's DPoP-bound Session Token (draft 0.2) or its ``Poppy-Session`` JWT and,
+when signed in, an access token (PAP 1.0, the same Ops v1 rules; ADR 0004 §9).
 
 - Another user's operation and an unknown one are the same ``404 operation_not_found``;
   an account's operation in a signed-out Session is ``403 sign_in_required`` (OPS-3.2-01).
@@ -76,7 +77,7 @@ async def _owned(ctx: LedgerContext, slug: str, operation_id: str,
         op = await ledger.get_operation(conn, tenant.tenant_id, operation_id)
     error = check_owner(op.view() if op is not None else None, caller)
     if error is not None:
-        raise Refused(refusal(error))
+        raise Refused(refusal(error, caller=caller))
     assert op is not None
     return tenant, caller, op
 
@@ -135,7 +136,7 @@ async def confirm_flow(ctx: LedgerContext, tenant: LedgerTenant, caller: CallerV
         assert decision.error is not None
         if decision.error.code == ErrorCode.TERMS_CHANGED:
             return _terms_changed(op)
-        return refusal(decision.error)
+        return refusal(decision.error, caller=caller)
     async with ctx.pool.acquire() as conn:
         ready = await kinds.perform_endpoint_enabled(conn, tenant.tenant_id, op.kind)
     if not ready:  # its perform webhook is disabled: a confirm now would wait with no one to perform it
@@ -143,9 +144,10 @@ async def confirm_flow(ctx: LedgerContext, tenant: LedgerTenant, caller: CallerV
                        headers={"Retry-After": "60"})
     try:
         repriced = await ctx.performer.reprice(tenant.tenant_id, op) if ctx.performer is not None else None
-    except RepriceUnavailable:
+    except RepriceUnavailable as exc:
+        retry_after = ctx.settings.operation_retry_after if exc.retry_after is None else exc.retry_after
         return refusal(ProtocolError(ErrorCode.TEMPORARILY_UNAVAILABLE, "Current terms are not available; retry."),
-                       headers={"Retry-After": str(ctx.settings.operation_retry_after)})
+                       headers={"Retry-After": str(retry_after)})
     if repriced is not None:
         return _terms_changed(repriced)
     async with ctx.pool.acquire() as conn:
