@@ -173,4 +173,4 @@ def test_bad_domain_refused() -> None:
 def test_pap_3_1_01_unknown_profile_refused() -> None:
     """PAP-3.1-01: only versions with a profile can be published."""
     with pytest.raises(UnsupportedProtocolVersion):
-        build_discovery_document(_inputs(protocol_version="1.0"))
+        build_discovery_document(_inputs(protocol_version="0.3"))

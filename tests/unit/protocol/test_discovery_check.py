@@ -34,7 +34,8 @@ def test_fixture_document_has_no_findings() -> None:
 @pytest.mark.parametrize("case", conformance_cases("protocol", "discovery_document"), ids=lambda case: case["id"])
 def test_peer_suite_discovery_document_cases(case: dict[str, Any]) -> None:
     """PAP-3.1-01, PAP-3.3-04, PAP-6-02, PAP-8-01, PAP-3-05: the suite's valid/invalid verdicts hold."""
-    findings = check_discovery_document(case["input"], case["input"]["organization"]["domain"])
+    # The peer suite is the 0.2 agent's view: a 1.0 document is a version it does not speak.
+    findings = check_discovery_document(case["input"], case["input"]["organization"]["domain"], versions=("0.2",))
     assert has_errors(findings) is not case["expect"]["valid"], findings
 
 
@@ -140,7 +141,8 @@ def test_pap_6_01_unknown_api_type_is_only_a_warning() -> None:
     ("version", "code"),
     [
         ("0.1", "unsupported_version"),
-        ("1.0", "unsupported_version"),
+        ("0.3", "unsupported_version"),
+        ("2.0", "unsupported_version"),
         ("0.2.1", "invalid_field"),
         (0.2, "invalid_field"),
     ],
@@ -151,6 +153,15 @@ def test_pap_3_1_01_version_must_be_supported_major_minor(version: object, code:
     doc["protocol_version"] = version
     finding = _only(check_discovery_document(doc, "example.com"), code)
     assert finding.requirement == "PAP-3.1-01" and finding.severity is Severity.ERROR
+
+
+def test_pap_3_1_01_a_0_2_reader_refuses_a_1_0_document() -> None:
+    """PAP-3.1-01, ADR 0004 §1: pre-1.0 minors are incompatible, so a 0.2-only reader refuses 1.0."""
+    doc = _doc()
+    doc["protocol_version"] = "1.0"
+    assert check_discovery_document(doc, "example.com") == []
+    finding = _only(check_discovery_document(doc, "example.com", versions=("0.2",)), "unsupported_version")
+    assert finding.hint.endswith("publish one of: 0.2.")
 
 
 def test_pap_3_1_01_missing_version() -> None:

@@ -6,6 +6,7 @@ import msgspec
 import pytest
 from frontdoor_protocol import (
     PROFILE_0_2,
+    PROFILE_1_0,
     PROFILES,
     AssertionAudience,
     SessionCredential,
@@ -20,7 +21,9 @@ from .pap_fixtures import load_fixture
 def test_pap_3_1_01_profile_for_exact_major_minor_only() -> None:
     """PAP-3.1-01: before 1.0 only the exact major.minor is served; neighbours are not."""
     assert profile_for("0.2") is PROFILE_0_2
-    for other in ("0.1", "0.3", "1.0", "0.2.0", " 0.2", ""):
+    assert profile_for("1.0") is PROFILE_1_0
+    # "0.3"/"0.4" are not aliases of 1.0 until checked against fixtures (ADR 0004 §1, Q1).
+    for other in ("0.1", "0.3", "0.4", "1.1", "1.0.0", "0.2.0", " 0.2", ""):
         with pytest.raises(UnsupportedProtocolVersion):
             profile_for(other)
 

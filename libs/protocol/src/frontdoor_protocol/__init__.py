@@ -173,6 +173,48 @@ __all__ = [
     "verify_session_token",
 ]
 
+# PAP 1.0 (ADR 0004): delegated Session JWTs, RFC 9068 access tokens, paired discovery.
+from frontdoor_protocol.access_token import (
+    ACCESS_TOKEN_LIFETIME,
+    TOKEN_USE_ACCESS,
+    AccessTokenClaims,
+    mint_access_token,
+    verify_access_token,
+)
+from frontdoor_protocol.delegated_request import (
+    DelegatedCaller,
+    DelegatedRequest,
+    parse_delegated_request,
+    verify_delegated_request,
+)
+from frontdoor_protocol.delegated_session import (
+    DEFAULT_SESSION_MAX_AGE,
+    MAX_SESSION_HEADER_LENGTH,
+    POPPY_SESSION_HEADER,
+    SESSION_JWT_TYPE,
+    DelegatedSession,
+    SessionHeader,
+    is_session_id,
+    mint_poppy_session,
+    parse_poppy_session,
+    poppy_session_value,
+    verify_poppy_session,
+)
+from frontdoor_protocol.delegation import (
+    DELEGATION_TYPE,
+    MAX_DELEGATION_LIFETIME,
+    UnknownAgentKeyId,
+    VerifiedDelegation,
+    mint_delegation,
+)
+from frontdoor_protocol.discovery_cross_check import check_discovery_documents
+from frontdoor_protocol.profile import PROFILE_1_0
+from frontdoor_protocol.protected_resource_metadata import (
+    PROTECTED_RESOURCE_WELL_KNOWN,
+    build_protected_resource_metadata,
+    domain_resource,
+    protected_resource_metadata_url,
+)
 from frontdoor_protocol.resource_request import (
     HeaderMultiMap,
     MissingToken,
@@ -191,4 +233,38 @@ __all__ += [
     "authorization_credential",
     "header_values",
     "verify_resource_request",
+]
+
+__all__ += [
+    "ACCESS_TOKEN_LIFETIME",
+    "DEFAULT_SESSION_MAX_AGE",
+    "DELEGATION_TYPE",
+    "MAX_DELEGATION_LIFETIME",
+    "MAX_SESSION_HEADER_LENGTH",
+    "POPPY_SESSION_HEADER",
+    "PROFILE_1_0",
+    "PROTECTED_RESOURCE_WELL_KNOWN",
+    "SESSION_JWT_TYPE",
+    "TOKEN_USE_ACCESS",
+    "AccessTokenClaims",
+    "DelegatedCaller",
+    "DelegatedRequest",
+    "DelegatedSession",
+    "SessionHeader",
+    "UnknownAgentKeyId",
+    "VerifiedDelegation",
+    "build_protected_resource_metadata",
+    "check_discovery_documents",
+    "domain_resource",
+    "is_session_id",
+    "mint_access_token",
+    "mint_delegation",
+    "mint_poppy_session",
+    "parse_delegated_request",
+    "parse_poppy_session",
+    "poppy_session_value",
+    "protected_resource_metadata_url",
+    "verify_access_token",
+    "verify_delegated_request",
+    "verify_poppy_session",
 ]

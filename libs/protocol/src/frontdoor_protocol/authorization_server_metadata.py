@@ -1,15 +1,20 @@
-"""The issuer's RFC 8414 metadata with ``poppy_domains`` (PAP §3.2).
+"""The issuer's RFC 8414 metadata with ``poppy_domains`` (PAP §3.2) or ``protected_resources`` (1.0).
 
 Each tenant has its own issuer (PAP-3.2-08), often with a path such as
 ``https://auth.provider.example/shop-a``; its metadata lives at the RFC 8414 §3.1 URL
 (:func:`metadata_url`). The document lists exactly what an agent needs: the endpoints of
 the enabled sign-in types, ``private_key_jwt`` client authentication, DPoP algorithms with
 ES256, PKCE S256 and the ``iss`` authorization response parameter for Direct Sign-In.
+
+The profiles a tenant serves shape it (ADR 0004 §1): ``poppy_domains`` and the jwt-bearer
+Session grant while 0.2 is served; ``protected_resources`` (``https://{domain}`` of every
+domain, no path, port or trailing slash [S §2]) and ``refresh_token`` while 1.0 is served.
+Serving only 0.2 gives exactly the document 0.2 always had.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from enum import StrEnum
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
@@ -17,8 +22,10 @@ from urllib.parse import urlsplit, urlunsplit
 import msgspec
 
 from frontdoor_protocol.domain_name import is_domain_name, normalize_domain
-from frontdoor_protocol.https_url import https_url_problem
+from frontdoor_protocol.https_url import https_url_problem, is_loopback_http_url
 from frontdoor_protocol.jws_algorithm import REQUIRED_DPOP_ALGORITHM, is_asymmetric_algorithm
+from frontdoor_protocol.profile import PROFILE_0_2, SessionCredential, profile_for
+from frontdoor_protocol.protected_resource_metadata import domain_resource
 from frontdoor_protocol.scopes import BUILT_IN_SCOPES, is_scope_token
 
 __all__ = [
@@ -54,7 +61,8 @@ class AuthorizationServerMetadata(msgspec.Struct, frozen=True, kw_only=True, omi
     """RFC 8414 §2 metadata as a PAP company publishes it (PAP-3.2-01)."""
 
     issuer: str
-    poppy_domains: tuple[str, ...]
+    poppy_domains: tuple[str, ...] | None = None
+    protected_resources: tuple[str, ...] | None = None
     jwks_uri: str
     token_endpoint: str
     revocation_endpoint: str
@@ -70,9 +78,6 @@ class AuthorizationServerMetadata(msgspec.Struct, frozen=True, kw_only=True, omi
     device_authorization_endpoint: str | None = None
     code_challenge_methods_supported: tuple[str, ...] | None = None
     authorization_response_iss_parameter_supported: bool | None = None
-
-
-_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 def metadata_url(issuer: str, *, allow_http_loopback: bool = False) -> str:
@@ -91,7 +96,7 @@ def metadata_url(issuer: str, *, allow_http_loopback: bool = False) -> str:
     Raises:
         ValueError: If ``issuer`` is not a valid issuer identifier.
     """
-    plain_ok = allow_http_loopback and _is_loopback_http(issuer)
+    plain_ok = allow_http_loopback and is_loopback_http_url(issuer)
     if (https_url_problem(issuer) is not None and not plain_ok) or "?" in issuer or "#" in issuer:
         raise ValueError("an issuer is an https URL without query or fragment")
     parts = urlsplit(issuer)
@@ -99,13 +104,8 @@ def metadata_url(issuer: str, *, allow_http_loopback: bool = False) -> str:
     return urlunsplit((parts.scheme, parts.netloc, METADATA_WELL_KNOWN + path, "", ""))
 
 
-def _is_loopback_http(value: str) -> bool:
-    parts = urlsplit(value)
-    return parts.scheme == "http" and parts.hostname in _LOOPBACK_HOSTS
-
-
 def _require_url(value: str, name: str, *, allow_http_loopback: bool = False) -> None:
-    if allow_http_loopback and _is_loopback_http(value):
+    if allow_http_loopback and is_loopback_http_url(value):
         return
     if https_url_problem(value) is not None:
         raise ValueError(f"{name} must be an https URL (PAP-3-05)")
@@ -132,6 +132,8 @@ def build_metadata(
     assertion_signing_algs: Sequence[str] = ("ES256", "RS256"),
     dpop_signing_algs: Sequence[str] = (REQUIRED_DPOP_ALGORITHM,),
     allow_http_loopback: bool = False,
+    served: Collection[str] = (PROFILE_0_2.protocol_version,),
+    resources: Iterable[str] = (),
 ) -> dict[str, Any]:
     """The metadata document of one tenant's issuer.
 
@@ -142,12 +144,16 @@ def build_metadata(
         token_endpoint: The token endpoint.
         revocation_endpoint: The RFC 7009 endpoint for Account Tokens (PAP §4.9).
         scopes: Every scope any sign-in type grants, built-in and custom.
-        grant_types: The enabled grants; ``jwt-bearer`` must be one (Sessions, PAP §4.2).
+        grant_types: The enabled grants; ``jwt-bearer`` must be one while 0.2 is served
+            (Sessions, PAP §4.2) and is left out when only 1.0 is.
         authorization_endpoint: Required exactly when ``authorization_code`` is enabled.
         device_authorization_endpoint: Required exactly when ``device_code`` is enabled.
         assertion_signing_algs: Algorithms accepted for client assertions.
         dpop_signing_algs: Algorithms accepted for DPoP proofs; must include ES256.
         allow_http_loopback: Development only: accept ``http://`` URLs on loopback hosts.
+        served: The ``protocol_version`` of every profile the tenant serves.
+        resources: Further protected resources listed under 1.0 beside the domain
+            origins (API and MCP URLs the tenant issues access tokens for).
 
     Returns:
         The metadata as plain JSON values.
@@ -155,16 +161,26 @@ def build_metadata(
     Raises:
         ValueError: If a URL is not https, a domain or scope is malformed, an algorithm is
             not asymmetric, ES256 is missing from ``dpop_signing_algs``, or the endpoints
-            do not match the grant types.
+            do not match the grant types, or ``served`` is empty or names an unknown profile.
     """
+    profiles = [profile_for(version) for version in served]
+    if not profiles:
+        raise ValueError("a tenant serves at least one profile")
+    serves_session_tokens = any(p.session_credential is SessionCredential.SESSION_TOKEN for p in profiles)
+    serves_delegated = any(p.session_credential is SessionCredential.DELEGATED_SESSION_JWT for p in profiles)
     loopback = allow_http_loopback
     metadata_url(issuer, allow_http_loopback=loopback)
     for name, url in (("jwks_uri", jwks_uri), ("token_endpoint", token_endpoint)):
         _require_url(url, name, allow_http_loopback=loopback)
     _require_url(revocation_endpoint, "revocation_endpoint", allow_http_loopback=loopback)
     grants = tuple(dict.fromkeys(GrantType(grant) for grant in grant_types))
-    if GrantType.JWT_BEARER not in grants:
+    if serves_session_tokens and GrantType.JWT_BEARER not in grants:
         raise ValueError("the jwt-bearer grant starts Sessions and cannot be disabled (PAP §4.2)")
+    if not serves_session_tokens:
+        # 1.0 has no Session grant: agents sign their own Session JWTs [S §2].
+        grants = tuple(grant for grant in grants if grant is not GrantType.JWT_BEARER)
+    if serves_delegated and GrantType.REFRESH_TOKEN not in grants:
+        grants = (*grants, GrantType.REFRESH_TOKEN)  # always listed in 1.0 [S §2]
     direct = _optional_endpoint(
         authorization_endpoint, GrantType.AUTHORIZATION_CODE in grants, "authorization_endpoint", loopback
     )
@@ -172,6 +188,12 @@ def build_metadata(
         device_authorization_endpoint, GrantType.DEVICE_CODE in grants, "device_authorization_endpoint", loopback
     )
     poppy_domains = tuple(dict.fromkeys(normalize_domain(domain) for domain in _domains(domains)))
+    protected_resources = None
+    if serves_delegated:
+        extra = tuple(resources)
+        for url in extra:
+            _require_url(url, "resources", allow_http_loopback=loopback)
+        protected_resources = tuple(dict.fromkeys((*(domain_resource(d) for d in poppy_domains), *extra)))
     # An issuer with no verified domain yet still publishes metadata (its admins and the
     # publish check read it); agents refuse it because their domain is not listed.
     scope_list = tuple(dict.fromkeys(scopes))
@@ -183,7 +205,8 @@ def build_metadata(
     assertion_algs = _algorithms(assertion_signing_algs, "assertion_signing_algs")
     metadata = AuthorizationServerMetadata(
         issuer=issuer,
-        poppy_domains=poppy_domains,
+        poppy_domains=poppy_domains if serves_session_tokens else None,
+        protected_resources=protected_resources,
         jwks_uri=jwks_uri,
         token_endpoint=token_endpoint,
         revocation_endpoint=revocation_endpoint,

@@ -9,17 +9,29 @@ any listed one must be refused). Nothing is verified yet; the callers choose the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 import msgspec
+from joserfc.jwk import Key
+from joserfc.jws import JWSRegistry
 
-from frontdoor_protocol.base64url import b64url_decode
+from frontdoor_protocol.base64url import b64url_decode, b64url_encode
 from frontdoor_protocol.strict_json import MalformedJSON, loads_object
 
-__all__ = ["MAX_COMPACT_JWS_LENGTH", "CompactJWS", "MalformedJWS", "MalformedJWSReason", "parse_compact_jws"]
+__all__ = [
+    "MAX_COMPACT_JWS_LENGTH",
+    "CompactJWS",
+    "MalformedJWS",
+    "MalformedJWSReason",
+    "parse_compact_jws",
+    "sign_compact_jws",
+]
 
 MAX_COMPACT_JWS_LENGTH: Final = 8192
 """Longest compact JWS accepted: an RSA-4096 DPoP proof is under 2 KB."""
+
+_ENCODER: Final = msgspec.json.Encoder()
 
 MalformedJWSReason = Literal["not_string", "too_long", "not_compact", "bad_encoding", "bad_header", "critical_header"]
 """Why a value is not a usable compact JWS; stable and safe to log (never the input)."""
@@ -112,3 +124,26 @@ def parse_compact_jws(value: object, *, max_length: int = MAX_COMPACT_JWS_LENGTH
         signing_input=f"{header_segment}.{payload_segment}".encode("ascii"),
         signature=signature,
     )
+
+
+def sign_compact_jws(header: Mapping[str, Any], claims: Mapping[str, Any], key: Key) -> str:
+    """Sign ``claims`` under ``header`` (whose ``alg`` names the algorithm) as a compact JWS.
+
+    Members whose value is ``None`` are left out of the payload, so optional claims of a
+    struct turned into a dict are absent rather than ``null``.
+
+    Args:
+        header: The protected header, with a string ``alg`` joserfc implements.
+        claims: The payload members.
+        key: The private key to sign with; it must fit ``alg``.
+
+    Returns:
+        ``header.payload.signature``.
+
+    Raises:
+        KeyError: When joserfc has no such ``alg``.
+    """
+    members = {name: value for name, value in claims.items() if value is not None}
+    signing_input = f"{b64url_encode(_ENCODER.encode(dict(header)))}.{b64url_encode(_ENCODER.encode(members))}"
+    signature = JWSRegistry.algorithms[str(header["alg"])].sign(signing_input.encode("ascii"), key)
+    return f"{signing_input}.{b64url_encode(signature)}"

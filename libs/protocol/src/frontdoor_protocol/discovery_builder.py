@@ -54,7 +54,8 @@ class DiscoveryInputs(msgspec.Struct, frozen=True, kw_only=True):
         website: Whether to publish ``web`` even without a browser session endpoint.
         feedback_endpoint: Where agents send feedback reports (PAP §8).
         operations_endpoint: The Operations extension endpoint; ``None`` leaves it off.
-        protocol_version: The profile the tenant publishes.
+        protocol_version: The profile the tenant publishes (``protocol.published``); the
+            document names it and leaves out what it retired (``auth.mediated`` in 1.0).
         allow_http_loopback: Development only: tolerate ``http://`` loopback URLs (the
             inputs were validated upstream); agents will refuse such a document.
     """
@@ -117,13 +118,17 @@ def build_discovery_document(inputs: DiscoveryInputs) -> dict[str, Any]:
                 "Choose a scope-token outside poppy: and describe it for users.",
                 "PAP-4.4-03",
             )
+    auth = inputs.auth
+    if not profile.mediated_sign_in and auth.mediated is not None:
+        # 1.0 retired auth.mediated; Mediated Sign-In is a separately advertised extension [S §1, §5].
+        auth = msgspec.structs.replace(auth, mediated=None)
     web = None
     if inputs.browser_session_endpoint is not None or inputs.website:
         web = Web(browser_session_endpoint=inputs.browser_session_endpoint)
     document = DiscoveryDocument(
         protocol_version=profile.protocol_version,
         organization=Organization(name=inputs.organization_name, domain=inputs.domain),
-        auth=inputs.auth,
+        auth=auth,
         agent=_agent(inputs.conversation_endpoint),
         apis=inputs.apis or None,
         web=web,

@@ -8,7 +8,7 @@ are parts agents ignore. Unknown members are never reported (PAP-3.3-02..05).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Final
 
 from frontdoor_protocol.discovery_auth_check import check_auth
@@ -33,13 +33,17 @@ _API_TYPES: Final = frozenset(member.value for member in ApiType)
 _C = FindingCode
 
 
-def check_discovery_document(doc: object, served_host: str) -> list[Finding]:
+def check_discovery_document(
+    doc: object, served_host: str, *, versions: Collection[str] | None = None
+) -> list[Finding]:
     """Validate a parsed ``poppy.json`` as a personal agent would.
 
     Args:
         doc: The decoded document (decode it with :func:`frontdoor_protocol.loads` so
             duplicate members are already refused).
         served_host: The host that finally served it, after any redirects.
+        versions: The ``protocol_version`` values the reader speaks; ``None`` is every
+            profile Frontdoor serves (a 0.2-only agent passes ``("0.2",)``).
 
     Returns:
         Every problem found; an empty list means agents can use the document.
@@ -54,7 +58,7 @@ def check_discovery_document(doc: object, served_host: str) -> list[Finding]:
             _FORMAT,
         )
         return findings
-    profile = _check_version(doc, findings)
+    profile = _check_version(doc, findings, PROFILES if versions is None else frozenset(versions))
     _check_organization(doc.get("organization"), served_host, findings)
     has_auth = doc.get("auth") is not None
     if has_auth:
@@ -75,7 +79,7 @@ def check_discovery_document(doc: object, served_host: str) -> list[Finding]:
     return findings
 
 
-def _check_version(doc: Mapping[str, Any], findings: Findings) -> Profile | None:
+def _check_version(doc: Mapping[str, Any], findings: Findings, versions: Collection[str]) -> Profile | None:
     value = doc.get("protocol_version")
     if value is None:
         findings.error(
@@ -95,13 +99,13 @@ def _check_version(doc: Mapping[str, Any], findings: Findings) -> Profile | None
             "PAP-3.1-01",
         )
         return None
-    profile = PROFILES.get(value)
+    profile = PROFILES.get(value) if value in versions else None
     if profile is None:
         findings.error(
             _C.UNSUPPORTED_VERSION,
             "/protocol_version",
             f"protocol_version {excerpt(value)} is not a version agents here support.",
-            "Before 1.0 each version may break the previous one; publish one of: " + ", ".join(sorted(PROFILES)) + ".",
+            "Before 1.0 each version may break the previous one; publish one of: " + ", ".join(sorted(versions)) + ".",
             "PAP-3.1-01",
         )
     return profile

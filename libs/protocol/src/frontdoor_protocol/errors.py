@@ -77,6 +77,8 @@ class ErrorCode(StrEnum):
     # PAP draft 0.2.
     SIGN_IN_REQUIRED = "sign_in_required"
     INVALID_SESSION = "invalid_session"
+    # PAP 1.0: the Session named by a valid Poppy-Session header has ended (ADR 0004 §5).
+    SESSION_ENDED = "session_ended"
     ACCOUNT_MISMATCH = "account_mismatch"
     EXTENSION_REQUIRED = "extension_required"
     SIGN_IN_NOT_FOUND = "sign_in_not_found"
@@ -183,6 +185,8 @@ CATALOGUE: Final[Mapping[ErrorCode, ErrorEntry]] = MappingProxyType(
             ),
             _entry(_C.SIGN_IN_REQUIRED, 403, "PAP §4.3, §4.9", challenged=True),
             _entry(_C.INVALID_SESSION, 400, "PAP §4.2; PAP-4.8-03"),
+            # PAP 1.0: 400 with no challenge at a resource, like invalid_session (ADR 0004 §7).
+            _entry(_C.SESSION_ENDED, 400, "PAP 1.0 [S §3, §4]; ADR 0004 §5"),
             _entry(_C.ACCOUNT_MISMATCH, 400, "PAP §4.4; PAP-4.8-04"),
             _entry(_C.EXTENSION_REQUIRED, 403, "PAP §3.3; OPS-2-01", challenged=True),
             _entry(_C.SIGN_IN_NOT_FOUND, 404, "PAP §4.7"),

@@ -52,6 +52,11 @@ class FindingCode(StrEnum):
     PKCE_PLAIN_OFFERED = "pkce_plain_offered"
     ISS_PARAMETER_MISSING = "iss_parameter_missing"
     GRANT_TYPE_MISSING = "grant_type_missing"
+    # PAP 1.0 paired discovery [S §2]: poppy.json, protected-resource and AS metadata.
+    RESOURCE_MISMATCH = "resource_mismatch"
+    ISSUER_NOT_AUTHORIZATION_SERVER = "issuer_not_authorization_server"
+    ISSUER_AMBIGUOUS = "issuer_ambiguous"
+    RESOURCE_NOT_PROTECTED = "resource_not_protected"
 
 
 class Finding(msgspec.Struct, frozen=True, kw_only=True):

@@ -14,10 +14,20 @@ from urllib.parse import urlsplit
 
 from frontdoor_protocol.finding import FindingCode, Findings
 
-__all__ = ["MAX_URL_LENGTH", "UrlProblem", "check_https_url", "host_of", "https_url_problem"]
+__all__ = [
+    "LOOPBACK_HOSTS",
+    "MAX_URL_LENGTH",
+    "UrlProblem",
+    "check_https_url",
+    "host_of",
+    "https_url_problem",
+    "is_loopback_http_url",
+]
 
 MAX_URL_LENGTH: Final = 2048
 """Longest URL accepted anywhere in a protocol document."""
+LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
+"""Hosts whose ``http://`` URLs development setups may use."""
 
 
 class UrlProblem(StrEnum):
@@ -112,3 +122,19 @@ def check_https_url(findings: Findings, value: object, pointer: str, requirement
         requirement,
     )
     return False
+
+
+def is_loopback_http_url(value: str) -> bool:
+    """Whether ``value`` is an ``http://`` URL on a loopback host (development only).
+
+    Args:
+        value: A URL.
+
+    Returns:
+        ``True`` for ``http://localhost…``, ``http://127.0.0.1…`` and ``http://[::1]…``.
+    """
+    try:
+        parts = urlsplit(value)
+        return parts.scheme == "http" and parts.hostname in LOOPBACK_HOSTS
+    except ValueError:
+        return False

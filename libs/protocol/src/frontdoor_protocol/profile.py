@@ -2,11 +2,11 @@
 
 A tenant publishes one ``protocol_version`` in its ``poppy.json``; code looks up the
 :class:`Profile` for it once and reads the differences from the value instead of
-branching on version strings. Draft 0.2 is the only profile today. Draft 0.1 would differ
-in ``assertion_audience`` (the token endpoint) and ``feedback_endpoint``; 1.0 replaces the
-server-issued Session Token by a per-request delegated ``Poppy-Session`` JWT
-(``session_credential``) and serves protected-resource metadata at the company. Adding
-either is a new constant and a registry entry.
+branching on version strings. Draft 0.2 and 1.0 are served (ADR 0004 §1). 1.0 replaces
+the server-issued Session Token by a per-request delegated ``Poppy-Session`` JWT
+(``session_credential``), serves protected-resource metadata at the company and retired
+``auth.mediated``. Draft 0.1 would differ in ``assertion_audience`` (the token endpoint)
+and ``feedback_endpoint``; adding it is a new constant and a registry entry.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from frontdoor_protocol.jws_algorithm import REQUIRED_DPOP_ALGORITHM
 __all__ = [
     "PROFILES",
     "PROFILE_0_2",
+    "PROFILE_1_0",
     "AssertionAudience",
     "Profile",
     "SessionCredential",
@@ -70,6 +71,8 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
         company_protected_resource_metadata: Whether the company itself serves RFC 9728
             metadata (1.0); in 0.2 only an MCP server does (PAP-6-06).
         discovery_path: Where ``poppy.json`` lives on each domain (PAP-3-01).
+        mediated_sign_in: Whether ``poppy.json`` may carry ``auth.mediated``; 1.0 retired
+            it in favour of a separately advertised extension [S §1, §5].
     """
 
     protocol_version: str
@@ -82,6 +85,7 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     operations_versions: frozenset[str]
     company_protected_resource_metadata: bool
     discovery_path: str = "/.well-known/poppy.json"
+    mediated_sign_in: bool = True
 
     def assertion_audience_for(self, *, issuer: str, token_endpoint: str) -> str:
         """The only ``aud`` a client or Session assertion may carry under this profile.
@@ -111,7 +115,25 @@ PROFILE_0_2: Final = Profile(
 )
 """Draft 0.2 with the Operations extension v1: the profile Frontdoor serves."""
 
-PROFILES: Final[Mapping[str, Profile]] = MappingProxyType({PROFILE_0_2.protocol_version: PROFILE_0_2})
+PROFILE_1_0: Final = Profile(
+    protocol_version="1.0",
+    session_credential=SessionCredential.DELEGATED_SESSION_JWT,
+    assertion_audience=AssertionAudience.ISSUER,
+    feedback_endpoint=True,
+    session_assertion_max_lifetime=300,
+    browser_assertion_max_lifetime=60,
+    required_dpop_algorithm=REQUIRED_DPOP_ALGORITHM,
+    operations_versions=frozenset({"1"}),
+    company_protected_resource_metadata=True,
+    mediated_sign_in=False,
+)
+"""PAP 1.0: per-request delegated ``Poppy-Session`` JWTs and RFC 9068 access tokens
+(ADR 0004 §1). "0.3" and "0.4" are not aliases of it until checked against fixtures [Q1].
+The assertion lifetimes only bound the client assertions of its OAuth grants."""
+
+PROFILES: Final[Mapping[str, Profile]] = MappingProxyType(
+    {profile.protocol_version: profile for profile in (PROFILE_0_2, PROFILE_1_0)}
+)
 """Every profile Frontdoor can serve, by ``protocol_version``."""
 
 

@@ -42,19 +42,22 @@ from frontdoor_protocol.jws_algorithm import REQUIRED_DPOP_ALGORITHM
 from frontdoor_protocol.session_token import SessionTokenClaims, verify_session_token
 
 __all__ = [
+    "AUTH_SCHEMES",
+    "TOKEN68",
     "HeaderMultiMap",
     "MissingToken",
     "RequestHeaders",
     "VerifiedCaller",
     "authorization_credential",
+    "has_token_in_url",
     "header_values",
     "verify_resource_request",
 ]
 
 _TOKEN_PARAMETER: Final = "access_token"
 # RFC 7235 §2.1: token68 = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
-_TOKEN68: Final = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
-_SCHEMES: Final = {scheme.value.lower(): scheme for scheme in ChallengeScheme}
+TOKEN68: Final = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+AUTH_SCHEMES: Final = {scheme.value.lower(): scheme for scheme in ChallengeScheme}
 
 
 @runtime_checkable
@@ -117,7 +120,8 @@ def header_values(headers: RequestHeaders, name: str) -> list[str]:
     return [value for key, value in pairs if key.lower() == wanted]
 
 
-def _has_token_in_url(url: str, query_params: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> bool:
+def has_token_in_url(url: str, query_params: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> bool:
+    """Whether the request's query has an ``access_token`` parameter (RFC 6750 §2.3, PAP-4.3-17)."""
     if query_params is None:
         pairs: Iterable[tuple[str, str]] = parse_qsl(urlsplit(url).query, keep_blank_values=True)
     elif isinstance(query_params, Mapping):
@@ -147,11 +151,11 @@ def authorization_credential(headers: RequestHeaders) -> tuple[ChallengeScheme, 
     if len(authorizations) > 1:
         raise ProtocolError(ErrorCode.INVALID_REQUEST, "the request has more than one Authorization header")
     name, _, rest = authorizations[0].strip(" \t").partition(" ")
-    scheme = _SCHEMES.get(name.lower())  # auth-scheme is case-insensitive (RFC 7235 §2.1)
+    scheme = AUTH_SCHEMES.get(name.lower())  # auth-scheme is case-insensitive (RFC 7235 §2.1)
     if scheme is None:
         raise MissingToken(ErrorCode.INVALID_TOKEN, "the request has no DPoP or Bearer access token")
     token = rest.lstrip(" ")
-    if _TOKEN68.fullmatch(token) is None:
+    if TOKEN68.fullmatch(token) is None:
         raise ProtocolError(ErrorCode.INVALID_TOKEN, "the access token is malformed")
     return scheme, token
 
@@ -207,7 +211,7 @@ def verify_resource_request(
         ValueError: For bad arguments (``url`` not an absolute http(s) URL, see
             :func:`verify_dpop_proof`).
     """
-    if _has_token_in_url(url, query_params):
+    if has_token_in_url(url, query_params):
         # PAP-4.3-17, RFC 6750 §2.3: refused even beside a valid header, so it is never habit.
         raise ProtocolError(ErrorCode.INVALID_REQUEST, "access tokens are not accepted in the URL")
     scheme, token = authorization_credential(headers)

@@ -25,14 +25,11 @@ from typing import Final, Literal
 
 import msgspec
 from joserfc.jwk import ECKey, KeySet
-from joserfc.jws import JWSRegistry
 
-from frontdoor_protocol.base64url import b64url_encode
-from frontdoor_protocol.compact_jws import MalformedJWS, parse_compact_jws
+from frontdoor_protocol.compact_jws import sign_compact_jws
 from frontdoor_protocol.errors import ErrorCode, ProtocolError
-from frontdoor_protocol.jws_verification import KeyProblem, embeds_key, refusal, select_verification_keys
-from frontdoor_protocol.jws_verification import signature_verifies as _signature_verifies
-from frontdoor_protocol.jwt_assertion import DEFAULT_CLOCK_SKEW, media_type
+from frontdoor_protocol.issuer_jwt import ISSUER_JWT_ALGORITHM, ISSUER_JWT_TYPE, check_signing_key, verify_issuer_jws
+from frontdoor_protocol.jwt_assertion import DEFAULT_CLOCK_SKEW
 from frontdoor_protocol.session_assertion import is_user_id
 
 __all__ = [
@@ -46,9 +43,9 @@ __all__ = [
     "verify_session_token",
 ]
 
-SESSION_TOKEN_TYPE: Final = "at+jwt"
+SESSION_TOKEN_TYPE: Final = ISSUER_JWT_TYPE
 """The ``typ`` of a Session Token (RFC 9068 §2.1)."""
-SESSION_TOKEN_ALGORITHM: Final = "ES256"
+SESSION_TOKEN_ALGORITHM: Final = ISSUER_JWT_ALGORITHM
 """The only algorithm the issuer signs Session Tokens with."""
 TOKEN_USE_SESSION: Final = "session"
 MAX_SESSION_TOKEN_LIFETIME: Final = 24 * 3600
@@ -56,8 +53,6 @@ MAX_SESSION_TOKEN_LIFETIME: Final = 24 * 3600
 
 _INVALID = ErrorCode.INVALID_TOKEN
 _NAME = "session token"
-_ACCEPTED_TYPES: Final = frozenset({SESSION_TOKEN_TYPE})
-_ENCODER: Final = msgspec.json.Encoder()
 
 
 class Confirmation(msgspec.Struct, frozen=True, kw_only=True):
@@ -142,15 +137,9 @@ def mint_session_token(claims: SessionTokenClaims, key: ECKey, kid: str) -> str:
             private P-256 key.
     """
     _check_mintable(claims)
-    if not isinstance(key, ECKey) or key.curve_name != "P-256" or not key.is_private:
-        raise ValueError("Session Tokens are signed with a private P-256 key")
-    if not kid:
-        raise ValueError("kid is required")
-    header = _ENCODER.encode({"alg": SESSION_TOKEN_ALGORITHM, "typ": SESSION_TOKEN_TYPE, "kid": kid})
-    members = {name: value for name, value in msgspec.structs.asdict(claims).items() if value is not None}
-    signing_input = f"{b64url_encode(header)}.{b64url_encode(_ENCODER.encode(members))}"
-    signature = JWSRegistry.algorithms[SESSION_TOKEN_ALGORITHM].sign(signing_input.encode("ascii"), key)
-    return f"{signing_input}.{b64url_encode(signature)}"
+    check_signing_key(key, kid)
+    header = {"alg": SESSION_TOKEN_ALGORITHM, "typ": SESSION_TOKEN_TYPE, "kid": kid}
+    return sign_compact_jws(header, msgspec.structs.asdict(claims), key)
 
 
 def verify_session_token(
@@ -185,23 +174,7 @@ def verify_session_token(
         UnknownKeyId: ``invalid_token``, no key has its ``kid``: refetch the JWKS once.
         ProtocolError: ``invalid_token`` for any other failed check.
     """
-    try:
-        jws = parse_compact_jws(token)
-    except MalformedJWS:
-        raise ProtocolError(_INVALID, "session token is not a compact JWS") from None
-    header = jws.header
-    if media_type(header.get("typ")) not in _ACCEPTED_TYPES:
-        raise ProtocolError(_INVALID, "session token typ is not at+jwt")
-    if jws.alg != SESSION_TOKEN_ALGORITHM or embeds_key(header):
-        raise ProtocolError(_INVALID, "session token header is not accepted")
-    kid = header.get("kid")
-    if not isinstance(kid, str):
-        raise ProtocolError(_INVALID, "session token has no kid")
-    selected = select_verification_keys(keys, kid=kid, alg=SESSION_TOKEN_ALGORITHM)
-    if isinstance(selected, KeyProblem):
-        raise refusal(_INVALID, selected, _NAME)
-    if not any(_signature_verifies(jws, key) for key in selected):
-        raise ProtocolError(_INVALID, "session token signature is invalid")
+    jws = verify_issuer_jws(token, keys=keys, name=_NAME)
     try:
         claims = msgspec.json.decode(jws.payload, type=_Payload)
     except (msgspec.DecodeError, msgspec.ValidationError):

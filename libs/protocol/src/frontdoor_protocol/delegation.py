@@ -1,0 +1,249 @@
+"""PAP 1.0 delegations: the agent's identity key vouching for a short-lived delegated key.
+
+A delegation is the compact JWS carried in the ``poppy_dlg`` header of every
+``Poppy-Session`` JWT [S §3]. Checks, in order (ADR 0004 §3 step 4), each refused with
+``invalid_session`` and a fixed description:
+
+1. One strict compact JWS; ``typ`` is ``poppy-delegation+jwt``; no ``jwk``, ``jku``,
+   ``x5u``, ``x5c`` or ``crit`` header; ``kid`` a string.
+2. ``alg`` is ES256 or PS384 and the identity key chosen by ``kid`` fits it (an EC P-256
+   key for ES256, an RSA key of at least 2048 bits for PS384). A ``kid`` that no identity
+   key has raises :class:`UnknownAgentKeyId`: the caller reloads the agent's keys once.
+3. The signature, by that identity key.
+4. Claims (strict JSON, duplicate members refused): ``iss`` is the client; ``cnf.jwk`` an
+   EC P-256 public key without ``d`` (nor any private member); ``iat`` and ``exp``
+   present, ``0 < exp - iat <= 24 h``, not expired, ``iat`` not in the future beyond the
+   skew; ``jti`` present. ``sub``, ``aud``, ``sid`` and ``agent_id`` are refused: a
+   delegation names no user, company or agent [S §3; Q5].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import msgspec
+from joserfc.errors import JoseError
+from joserfc.jwk import ECKey, JWKRegistry, Key, KeySet, RSAKey
+
+from frontdoor_protocol.compact_jws import CompactJWS, MalformedJWS, parse_compact_jws, sign_compact_jws
+from frontdoor_protocol.dpop_proof import PRIVATE_JWK_MEMBERS
+from frontdoor_protocol.errors import ErrorCode, ProtocolError
+from frontdoor_protocol.jwk_thumbprint import jwk_thumbprint
+from frontdoor_protocol.jws_verification import (
+    EMBEDDED_KEY_HEADERS,
+    KeyProblem,
+    UnknownKeyId,
+    select_verification_keys,
+    signature_verifies,
+)
+from frontdoor_protocol.jwt_assertion import DEFAULT_CLOCK_SKEW
+from frontdoor_protocol.jwt_claims import MAX_JTI_LENGTH, numeric_date
+
+__all__ = [
+    "DELEGATION_ALGORITHMS",
+    "DELEGATION_FORBIDDEN_CLAIMS",
+    "DELEGATION_TYPE",
+    "MAX_DELEGATION_LIFETIME",
+    "UnknownAgentKeyId",
+    "VerifiedDelegation",
+    "mint_delegation",
+    "parse_delegation",
+    "verify_delegation",
+]
+
+DELEGATION_TYPE: Final = "poppy-delegation+jwt"
+"""The ``typ`` of a delegation [S §3]."""
+MAX_DELEGATION_LIFETIME: Final = 86400
+"""Most seconds from a delegation's ``iat`` to its ``exp``: 24 hours [S §3]."""
+DELEGATION_ALGORITHMS: Final = frozenset({"ES256", "PS384"})
+"""ES256 (required) and PS384 (recommended) [S §3]."""
+DELEGATION_FORBIDDEN_CLAIMS: Final = frozenset({"sub", "aud", "sid", "agent_id"})
+"""A delegation carries no User ID, company identifier, Session or Agent ID [S §3; Q5]."""
+DELEGATED_KEY_CURVE: Final = "P-256"
+
+_INVALID = ErrorCode.INVALID_SESSION
+
+
+class UnknownAgentKeyId(UnknownKeyId):
+    """``invalid_session``: no identity key of the agent has the delegation's ``kid``.
+
+    The caller reloads the agent's keys (its ``jwks_uri``) once and retries; letting it
+    propagate answers ``invalid_session`` correctly. A subclass of :class:`UnknownKeyId`
+    so a caller can tell it from the issuer's unknown ``kid`` (``invalid_token``).
+    """
+
+    __slots__ = ()
+
+
+class VerifiedDelegation(msgspec.Struct, frozen=True, kw_only=True):
+    """A delegation whose signature and claims passed every check.
+
+    Attributes:
+        client_id: Its ``iss``: the agent's Client ID.
+        jti: Its ``jti``.
+        iat: Issued at, whole seconds.
+        exp: Expiry, whole seconds.
+        key: The delegated public key (``cnf.jwk``), imported.
+        jkt: RFC 7638 thumbprint of the delegated key.
+        alg: The algorithm the identity key signed with.
+    """
+
+    client_id: str
+    jti: str
+    iat: int
+    exp: int
+    key: Key
+    jkt: str
+    alg: str
+
+
+def _refuse(description: str) -> ProtocolError:
+    return ProtocolError(_INVALID, description)
+
+
+def parse_delegation(value: object) -> CompactJWS:
+    """Parse a ``poppy_dlg`` value and check its header (steps 1 and the ``alg`` of 2).
+
+    Args:
+        value: The ``poppy_dlg`` header member, unverified.
+
+    Returns:
+        The parsed delegation, not verified.
+
+    Raises:
+        ProtocolError: ``invalid_session``.
+    """
+    try:
+        jws = parse_compact_jws(value)
+    except MalformedJWS:
+        raise _refuse("the delegation is not a compact JWS") from None
+    header = jws.header
+    if header.get("typ") != DELEGATION_TYPE:
+        raise _refuse("the delegation typ is not poppy-delegation+jwt")
+    if jws.alg not in DELEGATION_ALGORITHMS:
+        raise _refuse("the delegation alg is not accepted")
+    if not EMBEDDED_KEY_HEADERS.isdisjoint(header):
+        raise _refuse("the delegation header must not carry a key")
+    if not isinstance(header.get("kid"), str):
+        raise _refuse("the delegation has no kid")
+    return jws
+
+
+def _delegated_key(cnf: object) -> tuple[Key, str]:
+    if not isinstance(cnf, dict):
+        raise _refuse("the delegation cnf is missing")
+    jwk = cnf.get("jwk")
+    if not isinstance(jwk, dict):
+        raise _refuse("the delegation cnf.jwk is not a JWK object")
+    if not PRIVATE_JWK_MEMBERS.isdisjoint(jwk):
+        raise _refuse("the delegation cnf.jwk must hold a public key only")
+    if jwk.get("kty") != "EC" or jwk.get("crv") != DELEGATED_KEY_CURVE:
+        raise _refuse("the delegated key is not an EC P-256 key")
+    try:
+        key = JWKRegistry.import_key(jwk)
+        jkt = jwk_thumbprint(jwk)
+    except (JoseError, ValueError, TypeError, KeyError):
+        raise _refuse("the delegated key is not a valid key") from None
+    if key.is_private:
+        raise _refuse("the delegation cnf.jwk must hold a public key only")
+    return key, jkt
+
+
+def verify_delegation(
+    jws: CompactJWS,
+    *,
+    client_id: str,
+    identity_keys: KeySet,
+    now: int,
+    skew: int = DEFAULT_CLOCK_SKEW,
+) -> VerifiedDelegation:
+    """Verify a delegation parsed by :func:`parse_delegation` (steps 2 to 4).
+
+    Args:
+        jws: The parsed delegation.
+        client_id: The agent's Client ID (the Session JWT's ``iss``, whose keys these are).
+        identity_keys: The agent's identity keys from its verified ``jwks_uri``.
+        now: The current time, in seconds since the epoch.
+        skew: Seconds of clock difference tolerated on ``iat`` and ``exp``.
+
+    Returns:
+        The delegated key and the delegation's times.
+
+    Raises:
+        UnknownAgentKeyId: ``invalid_session``; no identity key has the ``kid``.
+        ProtocolError: ``invalid_session`` for every other failed check.
+    """
+    selected = select_verification_keys(identity_keys, kid=str(jws.header["kid"]), alg=jws.alg)
+    if selected is KeyProblem.UNKNOWN_KID:
+        raise UnknownAgentKeyId(_INVALID, "the delegation key is unknown")
+    if isinstance(selected, KeyProblem):
+        raise _refuse("the delegation alg does not fit its key")
+    if not any(signature_verifies(jws, key) for key in selected):
+        raise _refuse("the delegation signature is invalid")
+    try:
+        claims = jws.claims()
+    except MalformedJWS:
+        raise _refuse("the delegation claims are not a JSON object") from None
+    return _check_claims(claims, client_id=client_id, now=now, skew=skew, alg=jws.alg)
+
+
+def _check_claims(claims: Mapping[str, Any], *, client_id: str, now: int, skew: int, alg: str) -> VerifiedDelegation:
+    if claims.get("iss") != client_id:
+        raise _refuse("the delegation iss is not the client")
+    if not DELEGATION_FORBIDDEN_CLAIMS.isdisjoint(claims):
+        raise _refuse("the delegation must not name a user, company, Session or agent")
+    key, jkt = _delegated_key(claims.get("cnf"))
+    iat = numeric_date(claims.get("iat"))
+    exp = numeric_date(claims.get("exp"), round_up=True)
+    if iat is None or exp is None:
+        raise _refuse("the delegation iat or exp is missing")
+    if not 0 < exp - iat <= MAX_DELEGATION_LIFETIME:
+        raise _refuse("the delegation lifetime is over 24 hours")
+    if now >= exp + skew:
+        raise _refuse("the delegation has expired")
+    if iat > now + skew:
+        raise _refuse("the delegation is issued in the future")
+    jti = claims.get("jti")
+    if not isinstance(jti, str) or not 0 < len(jti) <= MAX_JTI_LENGTH:
+        raise _refuse("the delegation jti is missing")
+    return VerifiedDelegation(client_id=client_id, jti=jti, iat=iat, exp=exp, key=key, jkt=jkt, alg=alg)
+
+
+def mint_delegation(
+    *,
+    identity_key: ECKey | RSAKey,
+    kid: str,
+    client_id: str,
+    delegated_key: Key,
+    iat: int,
+    exp: int,
+    jti: str,
+    alg: str = "ES256",
+) -> str:
+    """Sign a delegation as an agent does (for tests and benchmarks; Frontdoor never signs one).
+
+    Args:
+        identity_key: The agent's private identity key (P-256 for ES256, RSA for PS384).
+        kid: Its ``kid`` in the agent's JWKS.
+        client_id: The agent's Client ID (``iss``).
+        delegated_key: The delegated key; only its public members are published in ``cnf.jwk``.
+        iat: Issued at.
+        exp: Expiry, at most :data:`MAX_DELEGATION_LIFETIME` after ``iat``.
+        jti: A unique, unguessable ID.
+        alg: ``ES256`` or ``PS384``.
+
+    Returns:
+        The compact delegation, the ``poppy_dlg`` of a Session JWT.
+
+    Raises:
+        ValueError: For an algorithm other than ES256/PS384 or a lifetime over 24 hours.
+    """
+    if alg not in DELEGATION_ALGORITHMS:
+        raise ValueError("a delegation is signed with ES256 or PS384")
+    if not 0 < exp - iat <= MAX_DELEGATION_LIFETIME:
+        raise ValueError("a delegation lives between 1 second and 24 hours")
+    public_jwk = delegated_key.as_dict(private=False)
+    header = {"alg": alg, "typ": DELEGATION_TYPE, "kid": kid}
+    claims = {"iss": client_id, "cnf": {"jwk": public_jwk}, "iat": iat, "exp": exp, "jti": jti}
+    return sign_compact_jws(header, claims, identity_key)
