@@ -34,8 +34,10 @@ from .messages import NOTIFY_CHANNEL
 from .parking import in_transaction, lock_endpoint, park, unpark
 
 __all__ = [
+    "MAX_SECRET_OVERLAP",
     "CreatedEndpoint",
     "Endpoint",
+    "check_overlap",
     "create_endpoint",
     "delete_endpoint",
     "disable_endpoint",
@@ -267,6 +269,25 @@ async def delete_endpoint(conn: asyncpg.Connection, actor: Actor, endpoint_id: s
                        target_id=endpoint_id, at=now)
 
 
+MAX_SECRET_OVERLAP = timedelta(days=7)
+
+
+def check_overlap(overlap: timedelta | int) -> timedelta:
+    """The overlap of a secret or key rotation, 0 to `MAX_SECRET_OVERLAP` (seconds or a timedelta).
+
+    Checked on the number before any timedelta is built from it: a caller's
+    ``overlap_seconds`` of 10**20 would otherwise overflow instead of being refused.
+
+    Raises:
+        Invalid: ``invalid_overlap``.
+    """
+    seconds = overlap.total_seconds() if isinstance(overlap, timedelta) else overlap
+    if not 0 <= seconds <= MAX_SECRET_OVERLAP.total_seconds():
+        raise Invalid("invalid_overlap", "The overlap is 0 to 7 days (0 to 604800 seconds).",
+                      fields={"overlap_seconds": "0 to 604800"})
+    return overlap if isinstance(overlap, timedelta) else timedelta(seconds=overlap)
+
+
 async def rotate_secret(conn: asyncpg.Connection, actor: Actor, endpoint_id: str, *, kek: Kek, now: datetime,
                         overlap: timedelta) -> str:
     """Give the endpoint a new secret; the current one keeps signing for ``overlap``.
@@ -278,8 +299,7 @@ async def rotate_secret(conn: asyncpg.Connection, actor: Actor, endpoint_id: str
         Invalid: ``overlap`` is negative or longer than 7 days.
         NotFound: No such endpoint for this tenant.
     """
-    if not timedelta(0) <= overlap <= timedelta(days=7):
-        raise Invalid("invalid_overlap", "The overlap is 0 to 7 days.", fields={"overlap": "0 to 7 days"})
+    check_overlap(overlap)
     found = await conn.fetchval(
         "SELECT id FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2 FOR UPDATE", actor.tenant_id, endpoint_id)
     if found is None:
@@ -351,8 +371,7 @@ async def rotate_signing_key(conn: asyncpg.Connection, actor: Actor, endpoint_id
         Invalid: ``overlap`` is negative or longer than 7 days.
         NotFound: No such endpoint for this tenant.
     """
-    if not timedelta(0) <= overlap <= timedelta(days=7):
-        raise Invalid("invalid_overlap", "The overlap is 0 to 7 days.", fields={"overlap": "0 to 7 days"})
+    check_overlap(overlap)
     found = await conn.fetchval(
         "SELECT signing_scheme FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2 FOR UPDATE",
         actor.tenant_id, endpoint_id)

@@ -110,6 +110,11 @@ class RotateIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     overlap_seconds: int | None = None
 
 
+def _overlap(data: RotateIn | None, default: timedelta) -> timedelta:
+    # Bounded before a timedelta is built: a huge overlap_seconds is a 422, not an OverflowError.
+    return wh.check_overlap(data.overlap_seconds) if data is not None and data.overlap_seconds is not None else default
+
+
 class SecretOut(msgspec.Struct, frozen=True, kw_only=True):
     secret: str
 
@@ -175,8 +180,7 @@ async def endpoints_rotate(endpoint_id: FromPath[str], actor: NamedDependency[Ac
                            data: JSONBody[RotateIn] | None = None) -> SecretOut:
     require_writer(actor)
     ctx = ctx_of(state)
-    overlap = (timedelta(seconds=data.overlap_seconds) if data is not None and data.overlap_seconds is not None
-               else ctx.settings.webhook_secret_overlap)
+    overlap = _overlap(data, ctx.settings.webhook_secret_overlap)
     async with transaction(ctx.pool) as conn:
         secret = await wh.rotate_secret(conn, actor, endpoint_id, kek=ctx.kek, now=ctx.now(), overlap=overlap)
     return SecretOut(secret=secret)
@@ -249,8 +253,7 @@ async def endpoints_rotate_signing_key(endpoint_id: FromPath[str], actor: NamedD
                                        data: JSONBody[RotateIn] | None = None) -> Endpoint:
     require_writer(actor)
     ctx = ctx_of(state)
-    overlap = (timedelta(seconds=data.overlap_seconds) if data is not None and data.overlap_seconds is not None
-               else ctx.settings.webhook_secret_overlap)
+    overlap = _overlap(data, ctx.settings.webhook_secret_overlap)
     async with transaction(ctx.pool) as conn:
         return await wh.rotate_signing_key(conn, actor, endpoint_id, kek=ctx.kek, now=ctx.now(), overlap=overlap)
 
