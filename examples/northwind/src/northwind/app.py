@@ -28,6 +28,7 @@ from frontdoor_sdk import (
     FrontdoorMiddleware,
     FrontdoorVerifier,
     WebhookVerifier,
+    company_protected_resource_metadata,
     issuer_key_source,
     protected_resource_metadata,
     protected_resource_metadata_url,
@@ -98,6 +99,19 @@ def _mcp_metadata(config: NorthwindConfig) -> HTTPRouteHandler:
         return metadata
 
     return mcp_resource_metadata
+
+
+def _company_metadata(config: NorthwindConfig) -> HTTPRouteHandler:
+    metadata = company_protected_resource_metadata(
+        config.origin, config.issuer, scopes=(ORDERS_READ,), resource_name="Northwind"
+    )
+
+    @get(urlsplit(protected_resource_metadata_url(config.origin)).path, include_in_schema=False)
+    async def company_resource_metadata() -> dict[str, Any]:
+        """RFC 9728 metadata at the root (PAP 1.0): agents learn here that Frontdoor signs them in."""
+        return metadata
+
+    return company_resource_metadata
 
 
 def _mcp_endpoint(server: MCPServer) -> ASGIRouteHandler:
@@ -172,6 +186,7 @@ def create_app(config: NorthwindConfig) -> Litestar:
         list_orders,
         _mcp_endpoint(mcp_server),
         _mcp_metadata(config),
+        _company_metadata(config),
         conversation_router(clock, ordering),
         login_router(config, issuer_keys, clock),
         mediated_router(config, issuer_keys, clock),  # Mediated Sign-In's relay (PAP §4.7)

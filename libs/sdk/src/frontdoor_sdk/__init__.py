@@ -65,6 +65,7 @@ from frontdoor_sdk.accounts import (
     FrontdoorAccounts,
     FrontdoorAccountsError,
 )
+from frontdoor_sdk.agent_keys import AgentKeysRefused, AgentKeysUnavailable, AgentRefused
 from frontdoor_sdk.browser_join import (
     BROWSER_COOKIE,
     BrowserAnswer,
@@ -73,9 +74,7 @@ from frontdoor_sdk.browser_join import (
     BrowserStateUnavailable,
     BrowserView,
 )
-from frontdoor_sdk.agent_keys import AgentKeysRefused, AgentKeysUnavailable, AgentRefused
 from frontdoor_sdk.jwks_cache import JwksUnavailable
-from frontdoor_sdk.session_state import DelegatedState, SessionStateRefused, SessionStateUnavailable
 from frontdoor_sdk.ledger import (
     OPERATIONS_EXTENSION,
     FrontdoorLedger,
@@ -111,6 +110,7 @@ from frontdoor_sdk.mediated import (
     relay_failed,
     verify_relay_request,
 )
+from frontdoor_sdk.session_state import DelegatedState, SessionStateRefused, SessionStateUnavailable
 from frontdoor_sdk.webhooks import (
     WebhookEvent,
     WebhookRefusedReason,

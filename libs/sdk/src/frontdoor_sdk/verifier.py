@@ -14,16 +14,22 @@ Order, cheapest and most local first:
 It fails closed: when the keys or the state cannot be had, the answer is 503 with
 ``Retry-After`` (500 if Frontdoor refuses the credential), never "allow". A request with
 no credential at all still gets its 401 challenge then: that needs no key.
+
+PAP 1.0 on the same routes: a request carrying a ``Poppy-Session`` header goes the 1.0
+way (:mod:`frontdoor_sdk.delegated`) when the verifier's ``profiles`` include ``"1.0"``;
+every other request goes the 0.2 way above, unchanged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Final
+import contextlib
+from collections.abc import Collection, Iterable, Sequence
+from typing import Final, Literal
 from urllib.parse import urlsplit
 
 import httpx
 from frontdoor_protocol import (
+    DEFAULT_SESSION_MAX_AGE,
     REQUIRED_DPOP_ALGORITHM,
     ChallengeScheme,
     ErrorCode,
@@ -33,13 +39,18 @@ from frontdoor_protocol import (
     UnknownKeyId,
     VerifiedCaller,
     authorization_credential,
+    header_values,
+    parse_delegated_request,
     parse_scope,
+    poppy_session_value,
     verify_resource_request,
 )
 from joserfc.jwk import KeySet
 
-from frontdoor_sdk.caller import Caller, check_scopes
+from frontdoor_sdk.agent_keys import AgentKeysCache
+from frontdoor_sdk.caller import Caller, Profile, check_scopes
 from frontdoor_sdk.clock import Clock, epoch_seconds, utc_now
+from frontdoor_sdk.delegated import DelegatedPath, DelegatedRefused
 from frontdoor_sdk.dpop_nonces import DPoPNonces
 from frontdoor_sdk.introspection import (
     IntrospectionRefused,
@@ -48,14 +59,32 @@ from frontdoor_sdk.introspection import (
     SessionState,
 )
 from frontdoor_sdk.jwks_cache import JwksCache, JwksUnavailable
-from frontdoor_sdk.refusal import Refusal, refusal
+from frontdoor_sdk.protected_resource import protected_resource_metadata_url, resource_origin
+from frontdoor_sdk.refusal import Refusal, delegated_refusal, refusal
 from frontdoor_sdk.replay_cache import InMemoryReplayCache, ReplayCache
+from frontdoor_sdk.session_state import SessionStateClient
 from frontdoor_sdk.state_cache import StateCache
 
 __all__ = ["FrontdoorVerifier"]
 
 _ALGS: Final = (REQUIRED_DPOP_ALGORITHM,)
 _LOOPBACK: Final = frozenset({"localhost", "127.0.0.1", "::1"})
+ALL_PROFILES: Final[tuple[Profile, ...]] = ("0.2", "1.0")
+"""What a verifier serves by default: both profiles, on the same routes."""
+
+
+def _check_profiles(profiles: Collection[str]) -> frozenset[Literal["0.2", "1.0"]]:
+    chosen: set[Literal["0.2", "1.0"]] = set()
+    for profile in profiles:
+        if profile == "0.2":
+            chosen.add("0.2")
+        elif profile == "1.0":
+            chosen.add("1.0")
+        else:
+            raise ValueError('profiles are "0.2" and/or "1.0"')
+    if not chosen:
+        raise ValueError("serve at least one profile")
+    return frozenset(chosen)
 
 
 def _check_issuer(issuer: str) -> str:
@@ -93,6 +122,15 @@ class FrontdoorVerifier:
             Share one (e.g. Redis) across replicas.
         dpop_nonces: Issue and require DPoP nonces (RFC 9449 §9); off if omitted.
         timeout: Seconds a JWKS fetch or an introspection may take.
+        profiles: The PAP versions served: ``"0.2"`` (Session Tokens) and/or ``"1.0"``
+            (``Poppy-Session`` JWTs). Both by default; serve what your tenant serves.
+        resource_metadata_url: Your ``https://{domain}/.well-known/oauth-protected-resource``
+            for the 1.0 sign-in challenge; derived from the request's origin if omitted.
+        session_max_age: Seconds a 1.0 Session JWT's ``iat`` may differ from now (±).
+        agent_keys_min_refresh: Least seconds between two reloads of one agent's keys
+            after a delegation named an unknown ``kid``.
+        max_agents: The most agents whose identity keys are cached (LRU).
+        allow_http_loopback: Accept ``http://`` loopback agents and URLs in 1.0 (dev only).
     """
 
     def __init__(
@@ -107,6 +145,12 @@ class FrontdoorVerifier:
         replay_cache: ReplayCache | None = None,
         dpop_nonces: DPoPNonces | None = None,
         timeout: float = 5.0,
+        profiles: Collection[str] = ALL_PROFILES,
+        resource_metadata_url: str | None = None,
+        session_max_age: int = DEFAULT_SESSION_MAX_AGE,
+        agent_keys_min_refresh: float = 30,
+        max_agents: int = 1000,
+        allow_http_loopback: bool = False,
     ) -> None:
         if not credential:
             raise ValueError("credential is required: create a resource-server credential in the console")
@@ -123,6 +167,29 @@ class FrontdoorVerifier:
             replay_cache if replay_cache is not None else InMemoryReplayCache(clock=self._clock)
         )
         self._nonces = dpop_nonces
+        self._profiles = _check_profiles(profiles)
+        self._loopback = allow_http_loopback
+        if resource_metadata_url is not None:
+            protected_resource_metadata_url(resource_metadata_url)  # validates: absolute, no query
+        self._resource_metadata_url = resource_metadata_url
+        self._delegated = DelegatedPath(
+            issuer=self._issuer,
+            agent_keys=AgentKeysCache(
+                f"{issuer}/poppy/agent-keys",
+                credential,
+                self._http,
+                self._clock,
+                min_refresh=agent_keys_min_refresh,
+                max_clients=max_agents,
+                timeout=timeout,
+            ),
+            issuer_keys=self._jwks,
+            states=SessionStateClient(f"{issuer}/poppy/session-state", credential, self._http, timeout=timeout),
+            replays=self._replays,
+            clock=self._clock,
+            session_max_age=session_max_age,
+            allow_http_loopback=allow_http_loopback,
+        )
 
     def __repr__(self) -> str:
         return f"FrontdoorVerifier({self._issuer!r})"  # Never the credential.
@@ -131,6 +198,11 @@ class FrontdoorVerifier:
     def issuer(self) -> str:
         """The issuer identifier tokens must come from."""
         return self._issuer
+
+    @property
+    def profiles(self) -> frozenset[Literal["0.2", "1.0"]]:
+        """The PAP versions this verifier accepts."""
+        return self._profiles
 
     async def aclose(self) -> None:
         """Close the HTTP client if the verifier created it."""
@@ -170,12 +242,74 @@ class FrontdoorVerifier:
         Returns:
             The :class:`Caller`, or the :class:`Refusal` to send as is.
         """
+        if "1.0" in self._profiles:
+            try:
+                session_header = poppy_session_value(headers)
+            except ProtocolError as error:
+                return self._delegated_refusal(error, url, headers, resource_url, None)
+            if session_header is not None or "0.2" not in self._profiles:
+                return await self._verify_delegated(method, url, headers, tuple(required_scopes), resource_url)
         try:
             return await self._verify(method, url, headers, tuple(required_scopes), resource_url)
         except _Refused as refused:
             return self._refusal(refused.error, resource_url, mcp_dpop, refused.retry_after)
         except ProtocolError as error:
             return self._refusal(error, resource_url, mcp_dpop, None)
+
+    async def _verify_delegated(
+        self, method: str, url: str, headers: RequestHeaders, required_scopes: Sequence[str], resource_url: str | None
+    ) -> Caller | Refusal:
+        try:
+            if poppy_session_value(headers) is None:
+                raise ProtocolError(ErrorCode.INVALID_SESSION, "this resource needs a Poppy-Session header")
+            try:
+                request = parse_delegated_request(headers=headers, url=url, allow_http_loopback=self._loopback)
+            except ValueError:
+                raise ProtocolError(ErrorCode.INVALID_SESSION, "the request URL is not valid") from None
+            return await self._delegated.verify(
+                method, url, headers, request, required_scopes=required_scopes,
+                audiences=self._audiences(url, resource_url),
+            )
+        except DelegatedRefused as refused:
+            return self._delegated_refusal(refused.error, url, headers, resource_url, refused.retry_after)
+        except ProtocolError as error:
+            return self._delegated_refusal(error, url, headers, resource_url, None)
+
+    def _audiences(self, url: str, resource_url: str | None) -> tuple[str, ...]:
+        """Whom a 1.0 access token may be for here: the issuer (the default ``aud``), this
+        origin, and the MCP server's ``url`` at that server (RFC 8707; ADR 0004 §4)."""
+        audiences = [self._issuer]
+        with contextlib.suppress(ValueError):  # a bad URL fails the Session check anyway
+            audiences.append(resource_origin(url))
+        if resource_url is not None:
+            audiences.append(resource_url)
+        return tuple(dict.fromkeys(audiences))
+
+    def _delegated_refusal(
+        self,
+        error: ProtocolError,
+        url: str,
+        headers: RequestHeaders,
+        resource_url: str | None,
+        retry_after: str | None,
+    ) -> Refusal:
+        return delegated_refusal(
+            error,
+            resource_metadata=self._metadata_url(url, resource_url),
+            scheme=_scheme_of(headers),
+            retry_after=retry_after,
+            algs=_ALGS,
+        )
+
+    def _metadata_url(self, url: str, resource_url: str | None) -> str:
+        if resource_url is not None:
+            return protected_resource_metadata_url(resource_url)
+        if self._resource_metadata_url is not None:
+            return self._resource_metadata_url
+        try:
+            return protected_resource_metadata_url(resource_origin(url))
+        except ValueError:
+            return protected_resource_metadata_url(resource_origin(self._issuer))
 
     def _refusal(
         self, error: ProtocolError, resource_url: str | None, mcp_dpop: bool, retry_after: str | None
@@ -268,6 +402,15 @@ class FrontdoorVerifier:
         if not _describes(state, claims):
             raise ProtocolError(ErrorCode.INVALID_TOKEN, "the Session Token is not the one introspected")
         return state
+
+
+def _scheme_of(headers: RequestHeaders) -> ChallengeScheme | None:
+    """The scheme of the request's ``Authorization``, for the scheme of a 1.0 challenge."""
+    values = header_values(headers, "authorization")
+    if len(values) != 1:
+        return None
+    name = values[0].strip(" \t").partition(" ")[0].lower()
+    return ChallengeScheme.DPOP if name == "dpop" else ChallengeScheme.BEARER if name == "bearer" else None
 
 
 def _unavailable(description: str) -> ProtocolError:
