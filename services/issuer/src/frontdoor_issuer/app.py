@@ -20,7 +20,7 @@ from frontdoor_httpkit import (
     TracingMiddleware,
     health_routes,
 )
-from frontdoor_identity import AgentDirectory
+from frontdoor_identity import AgentDirectory, DelegatedKeyDirectory
 from frontdoor_sessions import (
     AuthorizationCodeGrant,
     AuthorizationCodeStore,
@@ -55,6 +55,7 @@ from .http import (
     feedback,
     introspect,
     mediated,
+    poppy_state,
     revoke,
     sign_in_pages,
     token,
@@ -105,6 +106,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
         app.state.device_authorization = DeviceAuthorization(deps, device_store)
         app.state.revocation = Revocation(deps)
         app.state.mediated = MediatedSignIns(deps, the_fetcher)
+        app.state.agent_keys = DelegatedKeyDirectory(the_fetcher, rt.clock)  # PAP 1.0 (ADR 0004 §6)
         app.state.pool = rt.pool
         app.state.redis = rt.redis
         try:
@@ -121,6 +123,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
                         account_disconnect.account_disconnect, account_agents.account_agents, *device_pages.routes,
                         authorize.authorize, *sign_in_pages.routes,
                         *browser_verify.routes,  # the browser join (PAP §5), for companies' websites
+                        *poppy_state.routes,  # PAP 1.0: agent keys and Session state for the sdk
                         create_static_files_router(path="/_static", directories=[_HERE / "static"],
                                                    include_in_schema=False)],
         lifespan=[lifespan],
@@ -136,7 +139,8 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
             secret=hashlib.sha256(b"frontdoor/issuer-csrf/v1\x00" + settings.kek.encode()).hexdigest(),
             cookie_secure=not settings.is_dev, cookie_httponly=True, cookie_samesite="lax",
             exclude=[r"^/[^/]+/oauth/", r"^/[^/]+/feedback$", r"^/[^/]+/accounts/", r"^/[^/]+/login/callback$",
-                     r"^/[^/]+/browser/(verify|state)$", r"/\.well-known/", r"^/healthz$", r"^/readyz$"],
+                     r"^/[^/]+/browser/(verify|state)$", r"^/[^/]+/poppy/(agent-keys|session-state)$",
+                     r"/\.well-known/", r"^/healthz$", r"^/readyz$"],
         ),
         openapi_config=None,
         debug=False,

@@ -1,0 +1,156 @@
+"""``POST {issuer}/poppy/agent-keys`` and ``POST {issuer}/poppy/session-state``: what the
+company's sdk asks Frontdoor about a PAP 1.0 request (ADR 0004 §6).
+
+The sdk verifies every signature itself; it asks only for what needs Frontdoor's state,
+authenticated with its resource-server credential exactly as at introspection. Both
+answer only while the tenant serves 1.0 (else the issuer's one 404), take strict JSON
+bodies (unknown or repeated members refused), answer ``Cache-Control: no-store`` and
+echo nothing from the request.
+
+- ``agent-keys`` ``{"client_id", "refresh"?}``: the agent's identity keys, loaded with
+  the 1.0 rules (`frontdoor_identity.DelegatedKeyDirectory`) after the tenant's agent
+  policy. ``200 {"client_id", "keys", "max_age"}``; ``403 invalid_client`` for a refused
+  agent or a broken document; ``503`` + ``Retry-After`` when the keys cannot be loaded.
+- ``session-state`` ``{"client_id", "sid", "sub", "agent_id"?, "jti", "iat", "sgn"?}``:
+  the agent policy, the ``jti`` claim (replay), the Session (created at first sight or
+  checked) and the grant family. ``200 {"state", "session"?, "signed_in", "account"?,
+  "scope"?}`` with ``state`` one of ``active``, ``ended``, ``mismatch``, ``replayed``,
+  ``refused``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any, TypeVar
+
+import msgspec
+from frontdoor_core.errors import Unavailable
+from frontdoor_httpkit import BadBody, read_json
+from frontdoor_identity import ClientResolutionError, InvalidClientMetadata, get_agent_policy, is_allowed
+from frontdoor_sessions import ReplayCache, authenticate_credential
+from frontdoor_sessions.delegated_sessions import claim_session_jti, observe_delegated_session
+from frontdoor_sessions.token_endpoint import TenantIssuer
+from litestar import Request, Response, post
+from litestar.datastructures import State
+from litestar.params import FromPath
+
+from .discovery import not_found
+from .oauth_errors import NO_STORE, unavailable
+
+__all__ = ["agent_keys", "routes", "session_state"]
+
+_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="frontdoor-poppy"'}
+_MAX_BODY = 8192
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,256}$")  # sid and sub [Q14]
+_PRINTABLE = re.compile(r"^[\x20-\x7e]{1,256}$")  # agent_id, jti
+_KEYS_RETRY_AFTER = 30
+_SESSION_MAX_AGE = 60
+
+T = TypeVar("T")
+
+
+class AgentKeysRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    client_id: str
+    refresh: bool = False
+
+
+class SessionStateRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    client_id: str
+    sid: str
+    sub: str
+    jti: str
+    iat: int
+    agent_id: str | None = None
+    sgn: str | None = None
+
+    def problem(self) -> bool:
+        """Whether a member breaks the shapes the verified Session JWT has (ADR 0004 §3)."""
+        return (not _NAME.fullmatch(self.sid) or not _NAME.fullmatch(self.sub) or not _PRINTABLE.fullmatch(self.jti)
+                or (self.agent_id is not None and not _PRINTABLE.fullmatch(self.agent_id))
+                or (self.sgn is not None and not _PRINTABLE.fullmatch(self.sgn))
+                or not self.client_id.startswith(("https://", "http://")) or len(self.client_id) > 2048)
+
+
+def _error(code: str, status: int, description: str, headers: dict[str, str] | None = None) -> Response[Any]:
+    return Response({"error": code, "error_description": description}, status_code=status,
+                    headers={**NO_STORE, **(headers or {})})
+
+
+async def _caller(slug: str, request: Request[Any, Any, Any], state: State, into: type[T]
+                  ) -> tuple[TenantIssuer, T] | Response[Any]:
+    """The tenant (serving 1.0) and the body, from a request with a live resource-server credential."""
+    ctx = state.ctx
+    tenant = await ctx.tenant(slug)
+    if tenant is None or not tenant.settings.protocol.serves("1.0"):
+        return not_found()
+    scheme, _, credential = request.headers.get("authorization", "").partition(" ")
+    async with ctx.pool.acquire() as conn:
+        if scheme.lower() != "bearer" or not await authenticate_credential(conn, tenant.tenant_id, credential.strip()):
+            return _error("invalid_client", 401, "Authenticate with a resource-server credential.", _CHALLENGE)
+    length = request.headers.get("content-length")
+    if length is not None and (not length.isdigit() or int(length) > _MAX_BODY):
+        return _error("invalid_request", 400, "The body is too large.")
+    try:
+        body = await read_json(request, into)
+    except BadBody:
+        return _error("invalid_request", 400, "The body is not the JSON object this endpoint takes.")
+    return tenant, body
+
+
+@post("/{slug:str}/poppy/agent-keys", status_code=200)
+async def agent_keys(slug: FromPath[str], request: Request[Any, Any, Any], state: State) -> Response[Any]:
+    checked = await _caller(slug, request, state, AgentKeysRequest)
+    if isinstance(checked, Response):
+        return checked
+    tenant, body = checked
+    ctx = state.ctx
+    async with ctx.pool.acquire() as conn:
+        policy = await get_agent_policy(conn, tenant.tenant_id, client_id=body.client_id)
+    if not is_allowed(policy, body.client_id):
+        return _error("invalid_client", 403, "This agent is not accepted here.")
+    try:
+        keys = await state.agent_keys.get_keys(body.client_id, refresh=body.refresh)
+    except InvalidClientMetadata:
+        return _error("invalid_client", 403, "The agent's metadata or keys break the rules.")
+    except ClientResolutionError:
+        return _error("temporarily_unavailable", 503, "The agent's keys cannot be loaded; retry shortly.",
+                      {"Retry-After": str(_KEYS_RETRY_AFTER)})
+    now: datetime = ctx.now()
+    max_age = max(0, int((keys.expires_at - now).total_seconds()))
+    return Response({"client_id": keys.client_id, "keys": keys.public_jwks(), "max_age": max_age}, status_code=200,
+                    headers=NO_STORE)
+
+
+@post("/{slug:str}/poppy/session-state", status_code=200)
+async def session_state(slug: FromPath[str], request: Request[Any, Any, Any], state: State) -> Response[Any]:
+    checked = await _caller(slug, request, state, SessionStateRequest)
+    if isinstance(checked, Response):
+        return checked
+    tenant, body = checked
+    if body.problem():
+        return _error("invalid_request", 400, "A member does not have the shape of a verified Session JWT's claim.")
+    ctx = state.ctx
+    now: datetime = ctx.now()
+    async with ctx.pool.acquire() as conn:
+        policy = await get_agent_policy(conn, tenant.tenant_id, client_id=body.client_id)
+        if not is_allowed(policy, body.client_id):
+            return Response({"state": "refused", "signed_in": False}, status_code=200, headers=NO_STORE)
+        try:
+            first = await claim_session_jti(ReplayCache(ctx.redis), tenant_id=tenant.tenant_id,
+                                            client_id=body.client_id, jti=body.jti, iat=body.iat,
+                                            now=int(now.timestamp()), max_age=_SESSION_MAX_AGE)
+        except Unavailable as exc:
+            return unavailable(exc.retry_after)
+        if not first:
+            return Response({"state": "replayed", "signed_in": False}, status_code=200, headers=NO_STORE)
+        seen = await observe_delegated_session(conn, tenant.tenant_id, client_id=body.client_id, sid=body.sid,
+                                               sub=body.sub, agent_id=body.agent_id, now=now, sgn=body.sgn)
+    out: dict[str, Any] = {"state": seen.state, "session": seen.session_id, "signed_in": seen.signed_in}
+    if seen.signed_in:
+        out["account"] = seen.account
+        out["scope"] = seen.scope
+    return Response(out, status_code=200, headers=NO_STORE)
+
+
+routes = [agent_keys, session_state]
