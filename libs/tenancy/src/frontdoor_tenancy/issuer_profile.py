@@ -14,11 +14,21 @@ from frontdoor_core.errors import Conflict, NotFound
 from frontdoor_protocol.authorization_server_metadata import GrantType, build_metadata
 from frontdoor_protocol.discovery_builder import DiscoveryInputs, InvalidDiscoveryInputs, build_discovery_document
 from frontdoor_protocol.discovery_document import ApiListing, Auth, MediatedField, MediatedSignIn, SignInOffer
+from frontdoor_protocol.profile import profile_for
+from frontdoor_protocol.protected_resource_metadata import build_protected_resource_metadata, domain_resource
 
 from . import domain_claims, issuer_settings, tenants
 from .issuer_settings import IssuerSettings
 
-__all__ = ["IssuerUrls", "discovery_document", "expected_auth", "issuer_metadata", "issuer_urls", "metadata_for_slug"]
+__all__ = [
+    "IssuerUrls",
+    "discovery_document",
+    "expected_auth",
+    "issuer_metadata",
+    "issuer_urls",
+    "metadata_for_slug",
+    "protected_resource_document",
+]
 
 
 class IssuerUrls(msgspec.Struct, frozen=True, kw_only=True):
@@ -54,10 +64,17 @@ def issuer_urls(base_url: str, slug: str) -> IssuerUrls:
 
 
 def issuer_metadata(urls: IssuerUrls, settings: IssuerSettings, domains: list[str], *, dev: bool = False) -> dict[str, Any]:
-    """The RFC 8414 document with ``poppy_domains`` (PAP §3.2)."""
-    grants = [GrantType.JWT_BEARER]
-    if settings.direct.enabled or settings.device.enabled or settings.mediated.enabled:
-        grants.append(GrantType.REFRESH_TOKEN)  # Account Tokens exist only after a sign-in
+    """The RFC 8414 document with ``poppy_domains`` (PAP §3.2), following ``protocol.served``.
+
+    ``poppy_domains`` and the jwt-bearer Session grant while 0.2 is served;
+    ``protected_resources`` (every verified domain's origin and the listed APIs) while 1.0
+    is; ``refresh_token`` always (ADR 0004 §1, [S §2]).
+    """
+    served = settings.protocol.served
+    grants = [GrantType.JWT_BEARER] if "0.2" in served else []
+    signs_in = settings.direct.enabled or settings.device.enabled or settings.mediated.enabled
+    if "1.0" in served or signs_in:  # 0.2 alone: Account Tokens exist only after a sign-in
+        grants.append(GrantType.REFRESH_TOKEN)
     if settings.direct.enabled:
         grants.append(GrantType.AUTHORIZATION_CODE)
     if settings.device.enabled:
@@ -74,6 +91,8 @@ def issuer_metadata(urls: IssuerUrls, settings: IssuerSettings, domains: list[st
         authorization_endpoint=urls.authorization_endpoint if settings.direct.enabled else None,
         device_authorization_endpoint=urls.device_authorization_endpoint if settings.device.enabled else None,
         allow_http_loopback=dev,
+        served=served,
+        resources=[a.url for a in settings.apis] if "1.0" in served else (),
     )
 
 
@@ -133,13 +152,42 @@ async def discovery_document(conn: asyncpg.Connection, tenant_id: str, base_url:
             website=s.website,
             conversation_endpoint=s.conversation_endpoint,
             browser_session_endpoint=s.browser_session_endpoint,
-            feedback_endpoint=urls.feedback_endpoint,
+            feedback_endpoint=urls.feedback_endpoint if profile_for(s.protocol.published).feedback_endpoint else None,
             operations_endpoint=operations_endpoint,
+            protocol_version=s.protocol.published,
             allow_http_loopback=dev,
         ))
     except InvalidDiscoveryInputs as exc:
         raise Conflict("invalid_discovery_document", "Your issuer settings cannot make a valid poppy.json.",
                        fields={f.pointer or "/": f.message for f in exc.findings}) from None
+
+
+async def protected_resource_document(conn: asyncpg.Connection, tenant_id: str, base_url: str, raw_domain: str, *,
+                                      dev: bool = False) -> dict[str, Any]:
+    """The RFC 9728 metadata the company publishes at ``https://{domain}/.well-known/oauth-protected-resource``.
+
+    Only while the tenant serves 1.0 ([S §2]): ``resource`` is the domain's origin,
+    ``authorization_servers`` the tenant's issuer, ``scopes_supported`` what the enabled
+    sign-in types grant.
+
+    Raises:
+        NotFound: no such domain on this tenant.
+        Conflict: the domain is not verified yet, or the tenant does not serve 1.0.
+    """
+    view = await domain_claims.get_domain(conn, tenant_id, raw_domain)
+    if view.status != "verified":
+        raise Conflict("domain_not_verified",
+                       "Verify the domain first: publish its TXT record, then POST .../verify.")
+    stored = await issuer_settings.get_settings(conn, tenant_id)
+    if not stored.settings.protocol.serves("1.0"):
+        raise Conflict("profile_not_served", "Protected-resource metadata is published while the issuer serves 1.0.")
+    tenant = await tenants.get_tenant(conn, tenant_id)
+    urls = issuer_urls(base_url, tenant.slug)
+    return build_protected_resource_metadata(
+        resource=domain_resource(view.domain), authorization_servers=[urls.issuer],
+        scopes_supported=stored.settings.enabled_scopes() or None,
+        resource_name=stored.settings.organization_name or tenant.organization_name, allow_http_loopback=dev,
+    )
 
 
 _ = NotFound

@@ -85,6 +85,19 @@ async def poppy_json(domain: FromPath[str], actor: NamedDependency[Actor], state
     return Response(doc, headers={"Cache-Control": "no-store"})
 
 
+@get("/api/v1/domains/{domain:str}/oauth-protected-resource", tags=["domains"],
+     summary="The protected-resource metadata to publish (PAP 1.0)", responses=PROBLEMS,
+     description="Publish this exact document at `https://<domain>/.well-known/oauth-protected-resource` "
+                 "(RFC 9728; verified domains, while the issuer serves 1.0: else 409 `profile_not_served`).")
+async def protected_resource(domain: FromPath[str], actor: NamedDependency[Actor], state: State
+                             ) -> Response[dict[str, Any]]:
+    ctx = ctx_of(state)
+    async with ctx.pool.acquire() as conn:
+        doc = await issuer_profile.protected_resource_document(
+            conn, actor.tenant_id, ctx.settings.issuer_base_url, domain, dev=ctx.settings.is_dev)
+    return Response(doc, headers={"Cache-Control": "no-store"})
+
+
 @post("/api/v1/domains/{domain:str}/publish-check", responses=PROBLEMS, status_code=200, tags=["domains"],
       opt=opt("read"),  # fetches and reports; changes nothing
       summary="Check the published poppy.json as an agent would",
@@ -96,4 +109,5 @@ async def publish_check(domain: FromPath[str], actor: NamedDependency[Actor], st
                                        base_url=ctx.settings.issuer_base_url, now=ctx.now(), dev=ctx.settings.is_dev)
 
 
-routes: list[Any] = [add_domain, list_domains, get_domain, delete_domain, verify_domain, poppy_json, publish_check]
+routes: list[Any] = [add_domain, list_domains, get_domain, delete_domain, verify_domain, poppy_json, protected_resource,
+                     publish_check]
