@@ -92,7 +92,9 @@ def _http(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, A
 
 
 def _crash(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
-    _log.error("unhandled_exception", path=request.url.path, method=request.method, exc_info=exc)
+    # The route template, never the raw path: a path may carry a bearer value (an invitation token).
+    route = str(request.scope.get("path_template") or "(no route)")
+    _log.error("unhandled_exception", route=route, method=request.method, exc_info=exc)
     return problem(500, "internal_error", "Something went wrong on our side. Quote the request_id if you contact us.")
 
 
