@@ -38,6 +38,9 @@ class Session10:
 class Fake10:
     """Serves ``jwks.json``, ``poppy/agent-keys`` and ``poppy/session-state`` as ADR 0004 §6 says."""
 
+    issuer: str = ISSUER
+    credential: str = CREDENTIAL
+    now: int = NOW
     issuer_key: ECKey = field(default_factory=lambda: ECKey.generate_key("P-256", parameters={"kid": "i1"}))
     identity: dict[str, list[ECKey]] = field(default_factory=dict)
     sessions: dict[tuple[str, str], Session10] = field(default_factory=dict)
@@ -55,13 +58,13 @@ class Fake10:
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         url = str(request.url)
-        if request.method == "GET" and url == f"{ISSUER}/jwks.json":
+        if request.method == "GET" and url == f"{self.issuer}/jwks.json":
             self.jwks_calls += 1
             return httpx.Response(200, json={"keys": [self.issuer_key.as_dict(private=False)]})
-        if request.method != "POST" or request.headers.get("authorization") != f"Bearer {CREDENTIAL}":
+        if request.method != "POST" or request.headers.get("authorization") != f"Bearer {self.credential}":
             return httpx.Response(404 if request.method != "POST" else 401, json={"error": "invalid_client"})
         body = json.loads(request.content)
-        if url == f"{ISSUER}/poppy/agent-keys":
+        if url == f"{self.issuer}/poppy/agent-keys":
             self.key_asks.append(body)
             if self.keys_status != 200:
                 return httpx.Response(self.keys_status, headers={"Retry-After": "11"})
@@ -69,7 +72,7 @@ class Fake10:
                 return httpx.Response(403, json={"error": "invalid_client"})
             keys = [k.as_dict(private=False) for k in self.identity.get(body["client_id"], [])]
             return httpx.Response(200, json={"client_id": body["client_id"], "keys": keys, "max_age": self.max_age})
-        if url == f"{ISSUER}/poppy/session-state":
+        if url == f"{self.issuer}/poppy/session-state":
             self.state_asks.append(body)
             if self.state_status != 200:
                 return httpx.Response(self.state_status, headers={"Retry-After": "13"})
@@ -96,14 +99,14 @@ class Fake10:
         return answer
 
     def access_token(self, agent: Agent10, *, account: str = "acct_1", scope: str = "orders:read",
-                     audience: str = ISSUER, dpop: Agent | None = None, key: ECKey | None = None) -> str:
+                     audience: str | None = None, dpop: Agent | None = None, key: ECKey | None = None) -> str:
         """An access token of a live sign-in (its sgn registered as live)."""
         sgn = f"sgn_{secrets.token_hex(6)}"
         self.sign_ins[sgn] = (agent.client_id, account, scope)
         signer = key or self.issuer_key
         claims = AccessTokenClaims(
-            iss=ISSUER, sub=account, aud=audience, client_id=agent.client_id, scope=scope,
-            jti=secrets.token_urlsafe(12), iat=NOW, exp=NOW + 900, sgn=sgn,
+            iss=self.issuer, sub=account, aud=audience or self.issuer, client_id=agent.client_id, scope=scope,
+            jti=secrets.token_urlsafe(12), iat=self.now, exp=self.now + 900, sgn=sgn,
             cnf=Confirmation(jkt=dpop.jkt) if dpop is not None else None,
         )
         return mint_access_token(claims, signer, str(signer.kid))
@@ -134,19 +137,20 @@ class Agent10:
             self.fake.identity.setdefault(self.client_id, []).append(self.identity_key)
         self.delegation = mint_delegation(
             identity_key=self.identity_key, kid=str(self.identity_key.kid), client_id=self.client_id,
-            delegated_key=self.delegated_key, iat=NOW - 60, exp=NOW + 3600, jti=secrets.token_urlsafe(12),
+            delegated_key=self.delegated_key, iat=self.fake.now - 60, exp=self.fake.now + 3600, jti=secrets.token_urlsafe(12),
         )
 
     @property
     def delegated_jkt(self) -> str:
         return jwk_thumbprint(self.delegated_key.as_dict(private=False))
 
-    def session_jwt(self, method: str, url: str, *, access_token: str | None = None, iat: int = NOW,
-                    audience: str = ISSUER, **overrides: Any) -> str:
+    def session_jwt(self, method: str, url: str, *, access_token: str | None = None,
+                    audience: str | None = None, iat: int | None = None, **overrides: Any) -> str:
         return mint_poppy_session(
             delegated_key=self.delegated_key, delegation=overrides.pop("delegation", self.delegation),
-            client_id=self.client_id, audience=audience, sid=overrides.pop("sid", self.sid),
-            sub=overrides.pop("sub", self.sub), method=method, url=url.split("?", 1)[0], iat=iat,
+            client_id=self.client_id, audience=audience or self.fake.issuer, sid=overrides.pop("sid", self.sid),
+            sub=overrides.pop("sub", self.sub), method=method, url=url.split("?", 1)[0],
+            iat=self.fake.now if iat is None else iat,
             jti=overrides.pop("jti", secrets.token_urlsafe(12)), access_token=access_token,
             agent_id=overrides.pop("agent_id", self.agent_id),
         )

@@ -144,7 +144,14 @@ def _openapi(config: NorthwindConfig) -> OpenAPIConfig:
 def create_app(config: NorthwindConfig) -> Litestar:
     """Build Northwind for one configuration (tests build as many as they like)."""
     clock = config.clock or (lambda: datetime.now(UTC))
-    verifier = FrontdoorVerifier(config.issuer, config.credential, http=config.http_client, clock=config.clock)
+    # Both PAP profiles on the same routes: a Poppy-Session request goes the 1.0 way (ADR 0004).
+    verifier = FrontdoorVerifier(
+        config.issuer,
+        config.credential,
+        http=config.http_client,
+        clock=config.clock,
+        resource_metadata_url=protected_resource_metadata_url(config.origin),
+    )
     # Operations: proposed in Frontdoor's ledger, performed when its webhook says so.
     ledger = (
         FrontdoorLedger(config.ledger_url, config.credential, http=config.http_client)
