@@ -18,7 +18,13 @@ from frontdoor_core.ids import new_id
 
 from . import audit
 from .actor import Actor, Role
-from .credentials.password import DUMMY_PASSWORD_HASH, check_password_strength, hash_password, verify_password
+from .credentials.password import (
+    DUMMY_PASSWORD_HASH,
+    check_password_strength,
+    hash_password,
+    needs_rehash,
+    verify_password,
+)
 from .email_address import normalize_email
 
 __all__ = ["Admin", "AdminSession", "authenticate", "change_password", "end_session", "resume_session",
@@ -52,7 +58,8 @@ async def authenticate(conn: asyncpg.Connection, email: str, password: str) -> A
     """The admin for this email and password, or None.
 
     Unknown email and wrong password take the same time and give the same answer: an
-    unknown email is checked against a dummy argon2id hash.
+    unknown email is checked against a dummy argon2id hash. A right password whose
+    stored hash was made with older argon2 parameters is rehashed and stored.
     """
     try:
         key = normalize_email(email)
@@ -65,6 +72,13 @@ async def authenticate(conn: asyncpg.Connection, email: str, password: str) -> A
     ok = await asyncio.to_thread(verify_password, stored, password)
     if row is None or not ok:
         return None
+    if needs_rehash(stored):
+        # The argon2 parameters changed since this hash was made: the password is known
+        # right now, so store it hashed with the current ones. Compare-and-set on the old
+        # hash, so a password changed meanwhile is never overwritten.
+        fresh = await asyncio.to_thread(hash_password, password)
+        await conn.execute("UPDATE admins SET password_hash = $3 WHERE tenant_id = $1 AND id = $2"
+                           " AND password_hash = $4", row["tenant_id"], row["id"], fresh, stored)
     return Admin(tenant_id=row["tenant_id"], id=row["id"], email=row["email"], role=row["role"])
 
 
