@@ -20,7 +20,7 @@ from litestar.params import FromPath
 
 from ..flows import FlowState
 from .discovery import not_found
-from .sign_in_pages import message, page, start_handoff
+from .sign_in_pages import login_targets, message, page, start_handoff
 
 __all__ = ["routes"]
 
@@ -33,7 +33,9 @@ async def device_page(slug: FromPath[str], request: Request[Any, Any, Any], stat
     if tenant is None:
         return not_found()
     code = request.query_params.get("user_code", "")[:20]
-    return page("device_enter.html", tenant, state, action=f"{tenant.issuer}/device", user_code=code, error=None)
+    # Continue is answered by a redirect to the company's login page (another origin).
+    return page("device_enter.html", tenant, state, form_targets=login_targets(tenant),
+                action=f"{tenant.issuer}/device", user_code=code, error=None)
 
 
 @post("/{slug:str}/device", include_in_schema=False)
@@ -61,7 +63,8 @@ async def device_submit(slug: FromPath[str], request: Request[Any, Any, Any], st
         busy.headers["Retry-After"] = str(exc.retry_after or 60)
         return busy
     if pending is None or pending.expired or pending.status != "pending":
-        return page("device_enter.html", tenant, state, 400, action=f"{tenant.issuer}/device", user_code=raw,
+        return page("device_enter.html", tenant, state, 400, form_targets=login_targets(tenant),
+                    action=f"{tenant.issuer}/device", user_code=raw,
                     error="That code is not valid or has expired. Check it on your assistant's screen.")
     try:
         agent = await ctx.directory.get_client(pending.client_id)

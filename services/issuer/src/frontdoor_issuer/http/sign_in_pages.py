@@ -15,10 +15,12 @@ agent's ``redirect_uri`` with a one-use ``code`` or ``error=access_denied``, alw
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from frontdoor_core.errors import Unavailable
+from frontdoor_httpkit import content_security_policy, origin_source
 from frontdoor_sessions import AuthorizationCodeStore, IssuedCode, TenantIssuer
 from frontdoor_tenancy.login_handoff import LoginHandoffFailed, finish_login, start_login
 from litestar import Request, Response, get, post
@@ -34,6 +36,7 @@ __all__ = [
     "PAGE_HEADERS",
     "authorization_redirect",
     "flow_cookie",
+    "login_targets",
     "message",
     "page",
     "routes",
@@ -44,11 +47,26 @@ FLOW_COOKIE = "fd_flow"
 PAGE_HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 
 
-def page(template: str, tenant: Any, state: State, status: int = 200, **context: Any) -> Template:
-    """A Frontdoor page of ``tenant`` (never cached, no referrer; framing is denied app-wide)."""
+def page(template: str, tenant: Any, state: State, status: int = 200, *, form_targets: Sequence[str] = (),
+         **context: Any) -> Template:
+    """A Frontdoor page of ``tenant`` (never cached, no referrer, framing denied).
+
+    Its form posts to the issuer, which may answer with a redirect to another origin:
+    ``form_targets`` are the URLs it may redirect to, whose origins (and only those) the
+    page's ``form-action`` allows beside ``'self'``, since browsers check the redirects
+    that follow a form's POST against the policy of the page that sent it.
+    """
     context.setdefault("company", tenant.settings.organization_name or "the company")
     context["static_base"] = f"{state.ctx.settings.issuer_base_url}/_static"
-    return Template(template, context=context, status_code=status, headers=PAGE_HEADERS)
+    sources = [s for s in map(origin_source, form_targets) if s is not None]
+    headers = {**PAGE_HEADERS, "Content-Security-Policy": content_security_policy(form_action=sources)}
+    return Template(template, context=context, status_code=status, headers=headers)
+
+
+def login_targets(tenant: TenantIssuer) -> list[str]:
+    """Where a form that starts the login handoff ends: the company's login page."""
+    login = tenant.settings.login
+    return [login.url] if login is not None else []
 
 
 def message(tenant: Any, state: State, heading: str, text: str, status: int = 200) -> Template:
@@ -145,7 +163,11 @@ async def consent_page(slug: FromPath[str], request: Request[Any, Any, Any], sta
         return message(tenant, state, "Nothing to approve", "Start again from your assistant.", 400)
     described = tenant.settings.all_scopes()
     scopes = [{"name": s, "description": described.get(s, s)} for s in flow.requested_scope]
-    return page("consent.html", tenant, state, action=f"{tenant.issuer}/consent", agent_name=flow.agent_name,
+    # Direct Sign-In: Allow and Deny are answered by a redirect to the agent's redirect_uri
+    # (checked exactly at authorize, PAP-4.5-01); a Device flow's answer is a page of ours.
+    redirect_uri = str((flow.authorize_request or {}).get("redirect_uri", "")) if flow.kind == "direct" else ""
+    return page("consent.html", tenant, state, form_targets=[redirect_uri] if redirect_uri else [],
+                action=f"{tenant.issuer}/consent", agent_name=flow.agent_name,
                 agent_host=urlsplit(flow.client_id).hostname, account=flow.account_id, scopes=scopes,
                 user_code=flow.user_code)
 
