@@ -22,7 +22,13 @@ from joserfc.jwk import ECKey, KeySet
 
 from frontdoor_protocol.compact_jws import sign_compact_jws
 from frontdoor_protocol.errors import ErrorCode, ProtocolError
-from frontdoor_protocol.issuer_jwt import ISSUER_JWT_ALGORITHM, ISSUER_JWT_TYPE, check_signing_key, verify_issuer_jws
+from frontdoor_protocol.issuer_jwt import (
+    ISSUER_JWT_ALGORITHM,
+    ISSUER_JWT_TYPE,
+    check_signing_key,
+    decode_issuer_claims,
+    verify_issuer_jws,
+)
 from frontdoor_protocol.jwt_assertion import DEFAULT_CLOCK_SKEW
 from frontdoor_protocol.scopes import parse_scope
 from frontdoor_protocol.session_token import Confirmation
@@ -151,18 +157,7 @@ def verify_access_token(
         ProtocolError: ``invalid_token`` for any other failed check.
     """
     jws = verify_issuer_jws(token, keys=keys, name=_NAME)
-    try:
-        claims = msgspec.json.decode(jws.payload, type=_Payload)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        raise ProtocolError(_INVALID, "access token claims are not accepted") from None
-    if claims.iss != issuer:
-        raise ProtocolError(_INVALID, "access token iss is not this issuer")
-    if claims.exp <= claims.iat or now >= claims.exp + skew:
-        raise ProtocolError(_INVALID, "access token has expired")
-    if claims.iat > now + skew:
-        raise ProtocolError(_INVALID, "access token is issued in the future")
-    if claims.cnf is not None and not claims.cnf.jkt:
-        raise ProtocolError(_INVALID, "access token cnf is malformed")
+    claims = decode_issuer_claims(jws, _Payload, issuer=issuer, now=now, skew=skew, name=_NAME)
     accepted = frozenset((issuer,) if audiences is None else audiences)
     if accepted.isdisjoint(claims.audiences):
         raise ProtocolError(_INVALID, "access token is for another resource")

@@ -9,8 +9,9 @@ refusal is ``invalid_token`` with Frontdoor's own words, never a value from the 
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Protocol, TypeVar
 
+import msgspec
 from joserfc.jwk import ECKey, KeySet
 
 from frontdoor_protocol.compact_jws import CompactJWS, MalformedJWS, parse_compact_jws
@@ -19,7 +20,14 @@ from frontdoor_protocol.jws_verification import KeyProblem, embeds_key, refusal,
 from frontdoor_protocol.jws_verification import signature_verifies as _signature_verifies
 from frontdoor_protocol.jwt_assertion import media_type
 
-__all__ = ["ISSUER_JWT_ALGORITHM", "ISSUER_JWT_TYPE", "check_signing_key", "verify_issuer_jws"]
+__all__ = [
+    "ISSUER_JWT_ALGORITHM",
+    "ISSUER_JWT_TYPE",
+    "IssuerClaims",
+    "check_signing_key",
+    "decode_issuer_claims",
+    "verify_issuer_jws",
+]
 
 ISSUER_JWT_TYPE: Final = "at+jwt"
 """The ``typ`` of an issuer-signed access token (RFC 9068 §2.1)."""
@@ -28,6 +36,22 @@ ISSUER_JWT_ALGORITHM: Final = "ES256"
 
 _INVALID = ErrorCode.INVALID_TOKEN
 _ACCEPTED_TYPES: Final = frozenset({ISSUER_JWT_TYPE})
+
+
+class IssuerClaims(Protocol):
+    """What every issuer-signed token's claims have."""
+
+    @property
+    def iss(self) -> str: ...
+    @property
+    def iat(self) -> int: ...
+    @property
+    def exp(self) -> int: ...
+    @property
+    def jkt(self) -> str | None: ...
+
+
+ClaimsT = TypeVar("ClaimsT", bound=IssuerClaims)
 
 
 def check_signing_key(key: object, kid: str) -> None:
@@ -75,3 +99,40 @@ def verify_issuer_jws(token: object, *, keys: KeySet, name: str) -> CompactJWS:
     if not any(_signature_verifies(jws, key) for key in selected):
         raise ProtocolError(_INVALID, f"{name} signature is invalid")
     return jws
+
+
+def decode_issuer_claims(
+    jws: CompactJWS, kind: type[ClaimsT], *, issuer: str, now: int, skew: int, name: str
+) -> ClaimsT:
+    """Decode a verified token's claims and check what every issuer token shares.
+
+    ``iss`` is ``issuer`` exactly; ``iat < exp``; not expired and not issued in the future
+    beyond ``skew``; a ``cnf`` has a non-empty ``jkt``.
+
+    Args:
+        jws: From :func:`verify_issuer_jws`.
+        kind: The msgspec Struct of the token's claims (``token_use`` required).
+        issuer: The tenant's issuer.
+        now: The current time, in seconds since the epoch.
+        skew: Seconds of clock difference tolerated.
+        name: What the token is, in error descriptions.
+
+    Returns:
+        The decoded claims.
+
+    Raises:
+        ProtocolError: ``invalid_token``.
+    """
+    try:
+        claims = msgspec.json.decode(jws.payload, type=kind)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        raise ProtocolError(_INVALID, f"{name} claims are not accepted") from None
+    if claims.iss != issuer:
+        raise ProtocolError(_INVALID, f"{name} iss is not this issuer")
+    if claims.exp <= claims.iat or now >= claims.exp + skew:
+        raise ProtocolError(_INVALID, f"{name} has expired")
+    if claims.iat > now + skew:
+        raise ProtocolError(_INVALID, f"{name} is issued in the future")
+    if claims.jkt == "":
+        raise ProtocolError(_INVALID, f"{name} cnf is malformed")
+    return claims

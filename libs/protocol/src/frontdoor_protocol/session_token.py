@@ -28,7 +28,13 @@ from joserfc.jwk import ECKey, KeySet
 
 from frontdoor_protocol.compact_jws import sign_compact_jws
 from frontdoor_protocol.errors import ErrorCode, ProtocolError
-from frontdoor_protocol.issuer_jwt import ISSUER_JWT_ALGORITHM, ISSUER_JWT_TYPE, check_signing_key, verify_issuer_jws
+from frontdoor_protocol.issuer_jwt import (
+    ISSUER_JWT_ALGORITHM,
+    ISSUER_JWT_TYPE,
+    check_signing_key,
+    decode_issuer_claims,
+    verify_issuer_jws,
+)
 from frontdoor_protocol.jwt_assertion import DEFAULT_CLOCK_SKEW
 from frontdoor_protocol.session_assertion import is_user_id
 
@@ -175,18 +181,7 @@ def verify_session_token(
         ProtocolError: ``invalid_token`` for any other failed check.
     """
     jws = verify_issuer_jws(token, keys=keys, name=_NAME)
-    try:
-        claims = msgspec.json.decode(jws.payload, type=_Payload)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        raise ProtocolError(_INVALID, "session token claims are not accepted") from None
-    if claims.iss != issuer:
-        raise ProtocolError(_INVALID, "session token iss is not this issuer")
-    if claims.exp <= claims.iat or now >= claims.exp + skew:
-        raise ProtocolError(_INVALID, "session token has expired")
-    if claims.iat > now + skew:
-        raise ProtocolError(_INVALID, "session token is issued in the future")
-    if claims.cnf is not None and not claims.cnf.jkt:
-        raise ProtocolError(_INVALID, "session token cnf is malformed")
+    claims = decode_issuer_claims(jws, _Payload, issuer=issuer, now=now, skew=skew, name=_NAME)
     if audience is None or audience == issuer:
         if claims.aud != issuer or claims.resource is not None:
             raise ProtocolError(_INVALID, "session token is for another resource")
