@@ -107,16 +107,28 @@ async def list_invites(conn: asyncpg.Connection, tenant_id: str, *, now: datetim
 
 async def invite_member(conn: asyncpg.Connection, actor: Actor, email: str, role: str, *,
                         now: datetime, lifetime: timedelta = INVITE_LIFETIME) -> CreatedInvite:
-    """Invite ``email`` with ``role``; an open invitation for the same email is replaced."""
+    """Invite ``email`` with ``role``; an open invitation for the same email is replaced.
+
+    Raises:
+        Invalid: ``invalid_email`` or ``invalid_role``.
+        Conflict: ``already_member`` when the email is an admin of this tenant (never
+            for another tenant's admin: that answer would reveal who uses Frontdoor).
+    """
     require(actor, "manage_members")
     try:
         address = normalize_email(email)
     except ValueError as exc:
         raise Invalid("invalid_email", "That is not an email address.", fields={"email": str(exc)}) from None
     _role(role)
-    if await conn.fetchval("SELECT 1 FROM admins WHERE lower(email) = $1", address):
-        # The same answer whichever tenant holds it: an email signs in to one tenant only.
-        raise Conflict("email_taken", "That email already belongs to a Frontdoor admin.", fields={"email": "taken"})
+    if await conn.fetchval("SELECT 1 FROM admins WHERE tenant_id = $1 AND lower(email) = $2", actor.tenant_id,
+                           address):
+        # Your own team is no secret to you: say so.
+        raise Conflict("already_member", "That email is already a member of your team.",
+                       fields={"email": "already a member"})
+    # An admin of *another* tenant is invited like anyone else, so the answer tells nothing
+    # about which emails Frontdoor knows. An email still signs in to one tenant only: the
+    # invitation cannot be accepted (`accept_invite` answers ``email_taken`` to whoever
+    # holds the link, the owner of that email).
     await conn.execute(
         "UPDATE admin_invites SET revoked_at = $3 WHERE tenant_id = $1 AND lower(email) = $2"
         " AND accepted_at IS NULL AND revoked_at IS NULL",
