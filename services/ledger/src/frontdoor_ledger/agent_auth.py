@@ -1,5 +1,6 @@
 """Who is calling the operations endpoint: the agent's DPoP-bound Session Token, checked as at
-a company's API (PAP §4.3), then the Session's state from PostgreSQL.
+a company's API (PAP §4.3), then the Session's state from PostgreSQL. A PAP 1.0 caller
+(a ``Poppy-Session`` header) is verified by :mod:`frontdoor_ledger.delegated_auth`.
 
 The stateless checks are :func:`frontdoor_protocol.verify_resource_request`, the same code
 the sdk runs at a company's API; the proof's ``jti`` is claimed once in Redis (RFC 9449
@@ -27,6 +28,7 @@ from frontdoor_sessions import session_store
 from litestar import Request, Response
 
 from .context import LedgerContext, LedgerTenant
+from .delegated_auth import DelegatedCallerView, authenticate_delegated, delegated_refusal
 
 __all__ = ["Refused", "authenticate", "refusal"]
 
@@ -42,8 +44,13 @@ class Refused(Exception):
 
 
 def refusal(error: ProtocolError, *, body_extra: dict[str, Any] | None = None,
-            headers: dict[str, str] | None = None) -> Response[Any]:
-    """A resource-surface refusal: status, ``WWW-Authenticate`` when challenged, JSON body."""
+            headers: dict[str, str] | None = None, caller: CallerView | None = None) -> Response[Any]:
+    """A resource-surface refusal: status, ``WWW-Authenticate`` when challenged, JSON body.
+
+    A 1.0 ``caller`` gets the 1.0 rendering (ADR 0004 §7): the challenge of its token's scheme.
+    """
+    if isinstance(caller, DelegatedCallerView):
+        return delegated_refusal(error, scheme=caller.scheme, body_extra=body_extra, headers=headers)
     out = {"Content-Type": "application/json", **_NO_STORE, **(headers or {})}
     if error.entry.challenged:
         challenge = error.challenge(ChallengeScheme.DPOP, algs=("ES256",))
@@ -65,12 +72,21 @@ def _public_url(ctx: LedgerContext, request: Request[Any, Any, Any]) -> str:
 async def authenticate(ctx: LedgerContext, tenant: LedgerTenant, request: Request[Any, Any, Any]) -> CallerView:
     """The verified caller, or :class:`Refused`.
 
+    A request with a ``Poppy-Session`` header is a PAP 1.0 request (ADR 0004 §9,
+    :mod:`frontdoor_ledger.delegated_auth`); any other is a draft 0.2 one.
+
     Raises:
-        Refused: ``invalid_token`` / ``invalid_dpop_proof`` (401), or 503 when Redis is away.
+        Refused: ``invalid_token`` / ``invalid_dpop_proof`` (401), or 503 when Redis is away;
+            under 1.0 also ``invalid_session`` / ``session_ended`` (400).
     """
     now = ctx.now()
     headers = list(request.headers.multi_items())
     url = _public_url(ctx, request)
+    if any(name.lower() == "poppy-session" for name, _ in headers):
+        verified_1_0 = await authenticate_delegated(ctx, tenant, request, url=url)
+        if isinstance(verified_1_0, Response):
+            raise Refused(verified_1_0)
+        return verified_1_0
     async with ctx.pool.acquire() as conn:
         try:
             keys = await ctx.keys.keyset(conn, tenant.tenant_id, now)

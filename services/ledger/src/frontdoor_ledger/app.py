@@ -21,7 +21,7 @@ from frontdoor_core.runtime import Runtime
 from frontdoor_core.settings import Settings
 from frontdoor_core.telemetry import configure_tracing
 from frontdoor_httpkit import RequestIdMiddleware, SecurityHeadersMiddleware, TracingMiddleware, health_routes
-from frontdoor_identity import AgentDirectory
+from frontdoor_identity import AgentDirectory, DelegatedKeyDirectory
 from frontdoor_operations.settled import OutcomeWaiters
 from frontdoor_sessions import IssuerKeys
 from frontdoor_sessions.replay_cache import ReplayCache
@@ -78,7 +78,8 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
         await waiters.start()
         kek = Kek.from_env_value(settings.kek)
         ctx = LedgerContext(runtime=rt, keys=IssuerKeys(kek), replay=ReplayCache(rt.redis),
-                            directory=AgentDirectory(the_fetcher, rt.clock), waiters=waiters)
+                            directory=AgentDirectory(the_fetcher, rt.clock), waiters=waiters,
+                            agent_keys=DelegatedKeyDirectory(the_fetcher, rt.clock))
         ctx.performer = Performer(ctx, fetcher=the_fetcher, kek=kek)
         app.state.ctx = ctx
         app.state.pool = rt.pool  # the readiness probe

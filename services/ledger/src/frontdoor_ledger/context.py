@@ -39,6 +39,7 @@ class LedgerContext:
     replay: ReplayCache
     directory: Any
     waiters: OutcomeWaiters
+    agent_keys: Any = None  # PAP 1.0 identity keys (frontdoor_identity.DelegatedKeyDirectory)
     performer: Any = None
     _tenants: dict[str, tuple[float, LedgerTenant | None]] = field(default_factory=dict)
 

@@ -83,9 +83,18 @@ def _company_view(op: Operation) -> dict[str, Any]:
 
 
 class CallerRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The caller the company verified.
+
+    ``session_id`` is Frontdoor's ``ses_...`` ID under both profiles (the sdk's
+    ``Caller.frontdoor_session_id``). Under 1.0 a Session is not signed in itself: the
+    request's access token is, so the company passes that token's ``account`` (ADR 0004 §9);
+    under 0.2 the account is the Session's own sign-in and ``account``, if sent, must match it.
+    """
+
     session_id: str
     client_id: str
     user_id: str
+    account: str | None = None
 
 
 class ProposeBody(Proposal, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -115,6 +124,16 @@ async def _live_session(ctx: LedgerContext, tenant: LedgerTenant, session_id: st
     return session
 
 
+def _owner_account(session: Any, caller: CallerRef) -> str | None:
+    """The account a proposal binds to: the 1.0 request's token account, or the 0.2 Session's sign-in."""
+    if getattr(session, "profile", "0.2") == "1.0":
+        return caller.account
+    account: str | None = session.account_id if session.signed_in else None
+    if caller.account is not None and caller.account != account:
+        raise Conflict("session_inactive", "That Session is not signed in to that account.")
+    return account
+
+
 async def _supports_operations(ctx: LedgerContext, client_id: str) -> bool:
     """OPS-2-01: whether the agent lists the operations extension, version 1."""
     try:
@@ -134,7 +153,7 @@ async def propose(company: LedgerTenant, request: Request[Any, Any, Any], state:
     if not await _supports_operations(ctx, session.client_id):
         return _error(403, "extension_required", "The agent does not support the operations extension.")
     owner = CallerView(client_id=session.client_id, user_id=session.user_id, session_id=session.id,
-                       account=session.account_id if session.signed_in else None)
+                       account=_owner_account(session, body.caller))
     async with ctx.pool.acquire() as conn:
         op, created = await ledger.propose(conn, company.tenant_id, owner, body, now=ctx.now(),
                                            allow_http_loopback=ctx.settings.is_dev)
