@@ -11,6 +11,16 @@
 ``--crypto-only`` needs no servers: the token is minted locally and (c) introspects
 against an in-process ``httpx.MockTransport`` (said so in the output).
 
+PAP 1.0 (ADR 0004), always local (keys minted here, Frontdoor's two endpoints answered by
+an in-process ``MockTransport``):
+
+(d) baseline: the three ES256 verifies a signed-in 1.0 request needs (the delegation by the
+    identity key, the Session JWT by the delegated key, the access token by the issuer key);
+(e) ``frontdoor_protocol.verify_delegated_request``: every stateless 1.0 check, a fresh
+    Session JWT per request (target p50 <= 2x (d));
+(f) ``FrontdoorVerifier.verify`` on the 1.0 way: (e) plus agent keys from the cache, the
+    replay cache and a local fake ``session-state`` answer.
+
     python bench/sdk_verify.py [--iterations 3000] [--state-iterations 1000] [--crypto-only]
 """
 
@@ -35,6 +45,7 @@ from bench._common import Agent, CpuMeter, Stack, Summary, fmt_ms, install_signa
 
 API_URL = "https://api.bench.example/api/orders"
 TARGET_CRYPTO_P50_MS = 0.3
+TARGET_PAP10_RATIO = 2.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -238,6 +249,145 @@ def report(r: dict[str, Any]) -> None:
           "(one introspection round trip per request)")
 
 
+@dataclass
+class Setup10:
+    issuer: str
+    client_id: str
+    access_token: str
+    delegation: str
+    sessions: list[str]  # one Session JWT per request
+    identity: Any  # KeySet
+    issuer_keys: Any  # KeySet
+    http: Any
+    now: int  # every JWT is minted at this time and verified as if it were now
+
+
+def pap10_setup(n: int) -> Setup10:
+    """A 1.0 agent, its delegation, an access token, ``n`` Session JWTs, and a fake Frontdoor."""
+    import secrets
+
+    import httpx
+    from frontdoor_protocol import AccessTokenClaims, mint_access_token, mint_delegation, mint_poppy_session
+    from joserfc.jwk import ECKey, KeySet
+
+    issuer = "https://auth.bench.example/bench"
+    client_id = "https://agent.bench.example/client.json"
+    now = int(time.time())
+    identity = ECKey.generate_key("P-256", parameters={"kid": "id-1"})
+    delegated = ECKey.generate_key("P-256")
+    issuer_key = ECKey.generate_key("P-256", parameters={"kid": "bench-1"})
+    delegation = mint_delegation(identity_key=identity, kid="id-1", client_id=client_id, delegated_key=delegated,
+                                 iat=now - 10, exp=now + 3600, jti=secrets.token_urlsafe(12))
+    token = mint_access_token(AccessTokenClaims(
+        iss=issuer, sub="acct_1", aud=issuer, client_id=client_id, scope="orders:read",
+        jti=secrets.token_urlsafe(12), iat=now, exp=now + 900, sgn="sgn_bench"), issuer_key, "bench-1")
+    sessions = [mint_poppy_session(delegated_key=delegated, delegation=delegation, client_id=client_id,
+                                   audience=issuer, sid="s-bench", sub="u-bench", method="GET", url=API_URL,
+                                   iat=now, jti=secrets.token_urlsafe(12), access_token=token)
+                for _ in range(n)]
+    identity_doc = {"client_id": client_id, "keys": [identity.as_dict(private=False)], "max_age": 3600}
+    issuer_doc = {"keys": [issuer_key.as_dict(private=False)]}
+    state = {"state": "active", "session": "ses_bench", "signed_in": True, "account": "acct_1",
+             "scope": "orders:read"}
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        url = str(request.url)
+        if url == f"{issuer}/jwks.json":
+            return httpx.Response(200, json=issuer_doc)
+        if url == f"{issuer}/poppy/agent-keys":
+            return httpx.Response(200, json=identity_doc)
+        if url == f"{issuer}/poppy/session-state":
+            return httpx.Response(200, json=state)
+        return httpx.Response(404)
+
+    return Setup10(issuer=issuer, client_id=client_id, access_token=token, delegation=delegation,
+                   sessions=sessions, identity=KeySet([identity]), issuer_keys=KeySet([issuer_key]),
+                   http=httpx.AsyncClient(transport=httpx.MockTransport(handle)), now=now)
+
+
+def pap10_bare(setup: Setup10) -> Callable[[int], Any]:
+    """(d): three ES256 verifies on pre-parsed input with pre-imported keys."""
+    from frontdoor_protocol.compact_jws import parse_compact_jws
+    from joserfc.jwk import JWKRegistry
+    from joserfc.jws import JWSRegistry
+
+    es256 = JWSRegistry.algorithms["ES256"]
+    dlg, ses, tok = (parse_compact_jws(v) for v in (setup.delegation, setup.sessions[0], setup.access_token))
+    identity = next(iter(setup.identity.keys))
+    delegated = JWKRegistry.import_key(json.loads(dlg.payload)["cnf"]["jwk"])
+    issuer_key = next(iter(setup.issuer_keys.keys))
+    work = [(dlg.signing_input, dlg.signature, identity), (ses.signing_input, ses.signature, delegated),
+            (tok.signing_input, tok.signature, issuer_key)]
+
+    def run(_: int) -> None:
+        if not all(es256.verify(i, sig, key) for i, sig, key in work):
+            raise RuntimeError("bare verify failed")
+
+    return run
+
+
+def pap10_checks(setup: Setup10) -> Callable[[int], Any]:
+    """(e): parse_delegated_request + verify_delegated_request, a fresh Session JWT each time."""
+    from frontdoor_protocol import parse_delegated_request, verify_delegated_request
+
+    def run(i: int) -> None:
+        headers = [("poppy-session", setup.sessions[i % len(setup.sessions)]),
+                   ("authorization", f"Bearer {setup.access_token}")]
+        request = parse_delegated_request(headers=headers, url=API_URL)
+        verify_delegated_request(request, method="GET", url=API_URL, identity_keys=setup.identity,
+                                 issuer_keys=setup.issuer_keys, issuer=setup.issuer, now=setup.now)
+
+    return run
+
+
+async def measure10(args: argparse.Namespace) -> dict[str, Any]:
+    from datetime import UTC, datetime
+
+    from frontdoor_sdk import Caller, FrontdoorVerifier
+
+    n_state = args.state_iterations
+    setup = pap10_setup(max(args.iterations, n_state + args.warmup))
+    d = summarize(time_each(pap10_bare(setup), args.iterations, args.warmup))
+    e = summarize(time_each(pap10_checks(setup), args.iterations, args.warmup))
+    errors: list[str] = []
+    # Minting thousands of JWTs takes longer than their 60 s window on a busy machine: the
+    # verifier's clock stands at the minting time (the replay cache is still exercised).
+    fixed = datetime.fromtimestamp(setup.now, UTC)
+    verifier = FrontdoorVerifier(setup.issuer, "fdrs_Bench123_" + "x" * 43, http=setup.http, clock=lambda: fixed)
+    try:
+        async def one(i: int) -> None:
+            headers = [("poppy-session", setup.sessions[i]), ("authorization", f"Bearer {setup.access_token}")]
+            outcome = await verifier.verify("GET", API_URL, headers, required_scopes=["orders:read"])
+            if not isinstance(outcome, Caller) and len(errors) < 3:
+                errors.append(repr(outcome)[:300])
+
+        for i in range(args.warmup):
+            await one(i)
+        f = summarize(await time_each_async(one, n_state, 0, offset=args.warmup))
+    finally:
+        await verifier.aclose()
+        await setup.http.aclose()
+    return {"d": d, "e": e, "f": f, "errors": len(errors), "error_samples": errors,
+            "ratio_e_d": e.p50_ms / d.p50_ms, "f_minus_e_p50_ms": f.p50_ms - e.p50_ms}
+
+
+def report10(r: dict[str, Any]) -> None:
+    d: Summary = r["d"]
+    e: Summary = r["e"]
+    f: Summary = r["f"]
+    print("sdk_verify PAP 1.0  (delegation + Session JWT + access token; Frontdoor answered in-process)")
+    print(f"  (d) bare ES256 verifies (3)             : {d.line()}")
+    print(f"  (e) verify_delegated_request (crypto)   : {e.line()}")
+    print(f"  (f) FrontdoorVerifier.verify, 1.0 way   : {f.line()}")
+    print(f"      agent keys cached, state from a local fake session-state answer; refusals {r['errors']}")
+    for sample in r["error_samples"]:
+        print(f"      e.g. {sample}")
+    verdict = "meets" if r["ratio_e_d"] <= TARGET_PAP10_RATIO else "ABOVE"
+    print(f"  ratio (e)/(d) p50 = {r['ratio_e_d']:.2f} ({verdict} the target <= {TARGET_PAP10_RATIO:.0f}x)")
+    print(f"  sdk around the crypto (f)-(e): p50 +{fmt_ms(r['f_minus_e_p50_ms'])} (replay cache, one local "
+          "MockTransport round trip)")
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     install_signal_handlers()
@@ -250,6 +400,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
             result = asyncio.run(go())
     report(result)
+    result10 = asyncio.run(measure10(args))
+    report10(result10)
+    result["errors"] += result10["errors"]
+    result["pap10"] = result10
     return result
 
 

@@ -52,7 +52,7 @@ class Both:
         def handle(request: httpx.Request) -> httpx.Response:
             if str(request.url).startswith(f"{ISSUER}/poppy/"):
                 return self.v10.handle(request)
-            return self.v02._handle(request)  # noqa: SLF001  # the 0.2 fake's handler
+            return self.v02._handle(request)  # the 0.2 fake's handler
 
         return httpx.AsyncClient(transport=httpx.MockTransport(handle))
 
