@@ -154,3 +154,41 @@ def user() -> Session:
 
 
 __all__ = ["SCOPES", "Shop1", "make_shop", "new_agent"]
+
+
+class Network(httpx.AsyncBaseTransport):
+    """The agent's internet: each host is one of the real apps (a test client) or the pretend web."""
+
+    def __init__(self, hosts: dict[str, Any], web: MockWeb) -> None:
+        self.hosts = hosts
+        self.web = web
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        app = self.hosts.get(request.url.host or "")
+        if app is None:
+            return await self.web.handle_async_request(request)
+        body = await request.aread()
+        r = await app.request(request.method, str(request.url), headers=list(request.headers.multi_items()),
+                              content=body)
+        return httpx.Response(r.status_code, headers=r.headers, content=r.content)
+
+
+def agent_http(shop: Shop1, web: MockWeb) -> httpx.AsyncClient:
+    """An httpx client the agent uses: issuer and ledger are the real apps, everything else the pretend web."""
+    hosts = {"issuer.frontdoor.test": shop.issuer, "ledger.frontdoor.test": shop.ledger}
+    return httpx.AsyncClient(transport=Network(hosts, web))
+
+
+async def publish_company(shop: Shop1, web: MockWeb, dns: Any, *, published: str = "1.0") -> str:
+    """A verified domain serving the console's generated poppy.json and protected-resource metadata."""
+    from tests.integration.test_issuer_discovery import verified_domain
+
+    if published != "0.2":
+        await configure(shop.console, shop.tenant, protocol={"served": ["0.2", "1.0"], "published": published})
+    domain = await verified_domain(shop.console, shop.tenant, dns)
+    for name, path in (("poppy.json", "/.well-known/poppy.json"),
+                       ("oauth-protected-resource", "/.well-known/oauth-protected-resource")):
+        r = await shop.console.get(f"/api/v1/domains/{domain}/{name}", headers=shop.tenant.auth)
+        assert r.status_code == 200, r.text
+        web.serve(f"https://{domain}{path}", json=r.json())
+    return domain
