@@ -84,6 +84,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     webhook_retention: Annotated[timedelta, _doc("How long delivered and exhausted messages keep their payload and attempts before they are pruned; forwarded outbox events are pruned after the same period.")] = timedelta(days=30)
     webhook_disable_after: Annotated[timedelta, _doc("An endpoint whose every attempt failed for this long is disabled (its messages wait).")] = timedelta(days=5)
     webhook_secret_overlap: Annotated[timedelta, _doc("Default time a rotated webhook secret keeps signing beside the new one.")] = timedelta(hours=24)
+    webhook_endpoint_limit: Annotated[int, _doc("Most webhook endpoints one tenant may have (`409 webhook_endpoint_limit` past it).")] = 50
+    webhook_test_rate_limit: Annotated[int, _doc("Test events one tenant may send per minute, all endpoints together (`429 rate_limited` past it).")] = 20
+    webhook_redelivery_rate_limit: Annotated[int, _doc("Message redeliveries one tenant may ask for per minute.")] = 60
+    webhook_recovery_rate_limit: Annotated[int, _doc("Recovery jobs one tenant may start per hour.")] = 10
 
     @property
     def is_dev(self) -> bool:

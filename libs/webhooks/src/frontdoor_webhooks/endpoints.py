@@ -129,6 +129,7 @@ async def create_endpoint(
     signing_scheme: SigningScheme = "v1",
     allow_insecure: bool = False,
     allowlist: Sequence[str] = (),
+    max_endpoints: int | None = None,
 ) -> CreatedEndpoint:
     """Register an endpoint with a fresh secret.
 
@@ -144,12 +145,14 @@ async def create_endpoint(
         signing_scheme: ``v1a`` also makes an Ed25519 key pair (``public_key``).
         allow_insecure: Development: accept ``http://`` loopback URLs.
         allowlist: ``FRONTDOOR_WEBHOOK_ALLOWLIST`` (see `validate_endpoint_url`).
+        max_endpoints: ``FRONTDOOR_WEBHOOK_ENDPOINT_LIMIT``: the tenant's cap (None: no cap).
 
     Returns:
         The endpoint and its ``whsec_`` secret (not retrievable later).
 
     Raises:
         Invalid: A field is not acceptable.
+        Conflict: ``webhook_endpoint_limit`` when the tenant already has ``max_endpoints``.
     """
     checked_url = validate_endpoint_url(url, allow_insecure=allow_insecure, allowlist=allowlist)
     types = validate_event_types(event_types)
@@ -157,6 +160,15 @@ async def create_endpoint(
     if signing_scheme not in ("v1", "v1a"):
         raise Invalid("invalid_signing_scheme", "The signing scheme is v1 or v1a.",
                       fields={"signing_scheme": "v1 or v1a"})
+    if max_endpoints is not None:
+        # Serialise this tenant's creations (a transaction-scoped lock) so two concurrent
+        # ones cannot both pass the count.
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || $1, 0))",
+                           actor.tenant_id)
+        count = await conn.fetchval("SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $1", actor.tenant_id)
+        if count >= max_endpoints:
+            raise Conflict("webhook_endpoint_limit", f"A tenant has at most {max_endpoints} webhook endpoints;"
+                           " delete one first.")
     await conn.execute(
         "INSERT INTO webhook_endpoints (tenant_id, id, url, description, event_types, rate_limit_per_second,"
         " signing_scheme, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)",

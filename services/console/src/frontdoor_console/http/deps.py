@@ -15,7 +15,7 @@ from litestar.exceptions import NotAuthorizedException
 from ..access import authenticate_api_key
 from ..context import ConsoleContext
 
-__all__ = ["ctx_of", "provide_actor", "rate_limit", "require_writer"]
+__all__ = ["ctx_of", "provide_actor", "rate_limit", "require_writer", "tenant_quota"]
 
 
 def ctx_of(state: State) -> ConsoleContext:
@@ -54,3 +54,23 @@ async def rate_limit(ctx: ConsoleContext, key: str, *, limit: int, window_s: int
         raise Unavailable("rate_limiter_unavailable", "Try again in a moment.", retry_after=5) from None
     if not allowed:
         raise RateLimited("rate_limited", "Too many attempts; wait and retry.", retry_after=retry)
+
+
+# Per-tenant fairness for the webhook actions that make work for the workers: which
+# setting caps each, over which window (seconds).
+_QUOTAS = {
+    "webhook_test": ("webhook_test_rate_limit", 60),
+    "webhook_redelivery": ("webhook_redelivery_rate_limit", 60),
+    "webhook_recovery": ("webhook_recovery_rate_limit", 3600),
+}
+
+
+async def tenant_quota(ctx: ConsoleContext, tenant_id: str, action: str) -> None:
+    """Count one ``action`` of the tenant (API and dashboard share the counter); 429 past its limit.
+
+    Raises:
+        RateLimited: ``rate_limited`` with ``retry_after`` (the seconds left in the window).
+        Unavailable: Redis is unreachable (fail closed).
+    """
+    setting, window_s = _QUOTAS[action]
+    await rate_limit(ctx, f"quota:{action}:{tenant_id}", limit=getattr(ctx.settings, setting), window_s=window_s)

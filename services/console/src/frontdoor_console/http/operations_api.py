@@ -34,7 +34,7 @@ from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, Parameter
 
-from .deps import ctx_of, require_writer
+from .deps import ctx_of, require_writer, tenant_quota
 from .problems import PROBLEMS
 
 __all__ = ["operations_endpoint", "routes"]
@@ -131,6 +131,7 @@ async def endpoints_create(data: JSONBody[EndpointIn], actor: NamedDependency[Ac
                                            description=data.description, event_types=data.event_types,
                                            rate_limit_per_second=data.rate_limit_per_second,
                                            signing_scheme=data.signing_scheme,
+                                           max_endpoints=ctx.settings.webhook_endpoint_limit,
                                            allow_insecure=ctx.settings.is_dev,
                                            allowlist=ctx.settings.webhook_allowlist_entries())
     return EndpointCreated(endpoint=created.endpoint, secret=created.secret)
@@ -223,6 +224,7 @@ async def endpoint_messages(endpoint_id: FromPath[str], actor: NamedDependency[A
 async def message_redeliver(message_id: FromPath[str], actor: NamedDependency[Actor], state: State) -> Any:
     require_writer(actor)
     ctx = ctx_of(state)
+    await tenant_quota(ctx, actor.tenant_id, "webhook_redelivery")
     async with transaction(ctx.pool) as conn:
         return msgspec.to_builtins(await wh_messages.redeliver(conn, actor, message_id, now=ctx.now()))
 
@@ -280,6 +282,7 @@ class TestSent(msgspec.Struct, frozen=True, kw_only=True):
 async def endpoint_test(endpoint_id: FromPath[str], actor: NamedDependency[Actor], state: State) -> TestSent:
     require_writer(actor)
     ctx = ctx_of(state)
+    await tenant_quota(ctx, actor.tenant_id, "webhook_test")
     async with transaction(ctx.pool) as conn:
         message_id = await wh_messages.send_test(conn, actor, endpoint_id, now=ctx.now())
     return TestSent(message_id=message_id, event_type="webhook.test")
@@ -315,6 +318,7 @@ async def endpoint_recover(endpoint_id: FromPath[str], data: JSONBody[RecoverIn]
     ctx = ctx_of(state)
     if data.since.tzinfo is None:
         raise Invalid("invalid_since", "since must include a timezone.", fields={"since": "needs a timezone"})
+    await tenant_quota(ctx, actor.tenant_id, "webhook_recovery")
     async with transaction(ctx.pool) as conn:
         return await wh_recoveries.start_recovery(conn, actor, endpoint_id, since=data.since, now=ctx.now())
 

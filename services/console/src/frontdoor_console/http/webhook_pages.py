@@ -33,7 +33,7 @@ from litestar.datastructures import State
 from litestar.params import FromPath, Parameter
 from litestar.response import Redirect, Template
 
-from .deps import ctx_of
+from .deps import ctx_of, tenant_quota
 from .operation_pages import parse_time
 from .page import FORM, Console, confirm_page
 
@@ -111,6 +111,7 @@ async def webhooks_create(console: Console, state: State, request: Request[Any, 
             created = await wh.create_endpoint(conn, console.actor, url=wanted["url"], kek=ctx.kek, now=ctx.now(),
                                                description=wanted["description"],
                                                event_types=wanted["event_types"],
+                                               max_endpoints=ctx.settings.webhook_endpoint_limit,
                                                allow_insecure=ctx.settings.is_dev,
                                                allowlist=ctx.settings.webhook_allowlist_entries())
     except Invalid as exc:
@@ -324,6 +325,7 @@ async def webhook_test(endpoint_id: FromPath[str], console: Console, state: Stat
     console.require("write")
     ctx = ctx_of(state)
     e = await _endpoint(console, state, endpoint_id)
+    await tenant_quota(ctx, console.tenant.id, "webhook_test")
     async with transaction(ctx.pool) as conn:
         await wh_messages.send_test(conn, console.actor, e.id, now=ctx.now())
     return Redirect(f"/webhooks/{e.id}?notice=test_sent", status_code=303)
@@ -358,6 +360,7 @@ async def webhook_recover(endpoint_id: FromPath[str], data: Annotated[RecoverFor
         raise Invalid("invalid_since", "Say since when: a date and time like 2026-11-30T10:00 (UTC).")
     if data.confirm != "yes":
         return _recover_confirm(console, e, moment.strftime("%Y-%m-%dT%H:%M"))
+    await tenant_quota(ctx, console.tenant.id, "webhook_recovery")
     async with transaction(ctx.pool) as conn:
         job = await wh_recoveries.start_recovery(conn, console.actor, e.id, since=moment, now=ctx.now())
     return Redirect(f"/webhooks/{e.id}?" + urlencode({"notice": "recovery_queued", "recovery": job.id}),
@@ -429,6 +432,7 @@ async def message_redeliver(message_id: FromPath[str], data: Annotated[ConfirmFo
     m = await _resendable(console, state, message_id)
     if data.confirm != "yes":
         return _message_redeliver_confirm(console, m)
+    await tenant_quota(ctx, console.tenant.id, "webhook_redelivery")
     async with transaction(ctx.pool) as conn:
         await wh_messages.redeliver(conn, console.actor, m.id, now=ctx.now())
     return Redirect(f"/webhooks/messages/{m.id}?notice=redelivered", status_code=303)
