@@ -66,10 +66,12 @@ async def create_credential(conn: asyncpg.Connection, actor: Actor, name: str) -
     return CreatedCredential(credential=_view(row), secret=secret)
 
 
-async def list_credentials(conn: asyncpg.Connection, tenant_id: str) -> list[CredentialView]:
+async def list_credentials(conn: asyncpg.Connection, tenant_id: str, *, before: str | None = None,
+                           limit: int | None = None) -> list[CredentialView]:
+    """The tenant's credentials, newest first; keyset-paged by ID (``before``)."""
     rows = await conn.fetch(
         "SELECT id, name, prefix, created_at, last_used_at, revoked_at FROM resource_credentials"
-        " WHERE tenant_id = $1 ORDER BY id DESC", tenant_id)
+        " WHERE tenant_id = $1 AND ($2::text IS NULL OR id < $2) ORDER BY id DESC LIMIT $3", tenant_id, before, limit)
     return [_view(r) for r in rows]
 
 

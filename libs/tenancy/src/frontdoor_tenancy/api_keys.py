@@ -73,14 +73,15 @@ async def create_key(conn: asyncpg.Connection, actor: Actor, name: str, *, role:
     return CreatedApiKey(key=_view(row), api_key=issued.plaintext)
 
 
-async def list_keys(conn: asyncpg.Connection, tenant_id: str) -> list[ApiKeyView]:
-    """Every key of the tenant, newest first, revoked ones included."""
+async def list_keys(conn: asyncpg.Connection, tenant_id: str, *, before: str | None = None,
+                    limit: int | None = None) -> list[ApiKeyView]:
+    """The tenant's keys, newest first, revoked ones included; keyset-paged by ID (``before``)."""
     rows = await conn.fetch(
         """
         SELECT id, name, prefix, role, created_at, last_used_at, revoked_at
-          FROM api_keys WHERE tenant_id = $1 ORDER BY id DESC
+          FROM api_keys WHERE tenant_id = $1 AND ($2::text IS NULL OR id < $2) ORDER BY id DESC LIMIT $3
         """,
-        tenant_id,
+        tenant_id, before, limit,
     )
     return [_view(r) for r in rows]
 

@@ -127,9 +127,13 @@ async def add_domain(conn: asyncpg.Connection, actor: Actor, raw: str, *, now: d
     return _view(row)
 
 
-async def list_domains(conn: asyncpg.Connection, tenant_id: str) -> list[DomainView]:
-    """The tenant's claims, in the order they were made."""
-    rows = await conn.fetch(f"SELECT {_COLUMNS} FROM domains WHERE tenant_id = $1 ORDER BY id", tenant_id)
+async def list_domains(conn: asyncpg.Connection, tenant_id: str, *, after: tuple[datetime, str] | None = None,
+                       limit: int | None = None) -> list[DomainView]:
+    """The tenant's claims, in the order they were made; keyset-paged by ``(created_at, domain)``."""
+    rows = await conn.fetch(
+        f"SELECT {_COLUMNS} FROM domains WHERE tenant_id = $1"
+        " AND ($2::timestamptz IS NULL OR (created_at, domain) > ($2, $3::text)) ORDER BY created_at, domain LIMIT $4",
+        tenant_id, after[0] if after else None, after[1] if after else None, limit)
     return [_view(r) for r in rows]
 
 

@@ -197,10 +197,11 @@ async def get_endpoint(conn: asyncpg.Connection, tenant_id: str, endpoint_id: st
     return _endpoint(row)
 
 
-async def list_endpoints(conn: asyncpg.Connection, tenant_id: str) -> list[Endpoint]:
-    """The tenant's endpoints, oldest first."""
-    rows = await conn.fetch(f"SELECT {_COLUMNS} FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY id",  # noqa: S608
-                            tenant_id)
+async def list_endpoints(conn: asyncpg.Connection, tenant_id: str, *, after: str | None = None,
+                         limit: int | None = None) -> list[Endpoint]:
+    """The tenant's endpoints, oldest first; keyset-paged by ID (``after``)."""
+    rows = await conn.fetch(f"SELECT {_COLUMNS} FROM webhook_endpoints WHERE tenant_id = $1"  # noqa: S608
+                            " AND ($2::text IS NULL OR id > $2) ORDER BY id LIMIT $3", tenant_id, after, limit)
     return [_endpoint(r) for r in rows]
 
 

@@ -14,6 +14,7 @@ from frontdoor_core.db import transaction
 from frontdoor_core.errors import Invalid
 from frontdoor_identity import (
     Agent,
+    AgentCursor,
     PolicyMode,
     allow_agent,
     check_client_id,
@@ -38,6 +39,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, Parameter
 
 from .deps import ctx_of, require_writer
+from .pagination import CURSOR, LIMIT, cursor_time, decode_cursor, page
 from .problems import PROBLEMS
 
 __all__ = ["routes"]
@@ -45,6 +47,7 @@ __all__ = ["routes"]
 
 class AgentList(msgspec.Struct, frozen=True, kw_only=True):
     data: list[Agent]
+    next_cursor: str | None = None
 
 
 class AgentRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -70,9 +73,17 @@ def _client_id(raw: str, dev: bool) -> str:
      responses=PROBLEMS)
 async def agents_list(actor: NamedDependency[Actor], state: State,
                       blocked: bool | None = Parameter(default=None),
-                      limit: int = Parameter(default=50, ge=1, le=200)) -> AgentList:
+                      limit: int = LIMIT, cursor: str | None = CURSOR) -> AgentList:
+    after = _agent_cursor(decode_cursor(cursor, 2))
     async with ctx_of(state).pool.acquire() as conn:
-        return AgentList(data=await list_agents(conn, actor.tenant_id, blocked=blocked, limit=limit))
+        rows = await list_agents(conn, actor.tenant_id, blocked=blocked, limit=limit + 1, after=after)
+    data, next_cursor = page(rows, limit, lambda a: (a.last_seen_at.isoformat() if a.last_seen_at else "",
+                                                     a.client_id))
+    return AgentList(data=data, next_cursor=next_cursor)
+
+
+def _agent_cursor(key: tuple[str, ...] | None) -> AgentCursor | None:
+    return None if key is None else AgentCursor(last_seen_at=cursor_time(key[0], optional=True), client_id=key[1])
 
 
 @post("/api/v1/agents/block", responses=PROBLEMS, status_code=200, tags=["agents"], summary="Block an agent",
@@ -151,6 +162,7 @@ class CredentialCreated(msgspec.Struct, frozen=True, kw_only=True):
 
 class CredentialList(msgspec.Struct, frozen=True, kw_only=True):
     data: list[CredentialView]
+    next_cursor: str | None = None
 
 
 @post("/api/v1/resource-credentials", responses=PROBLEMS, status_code=201, tags=["resource-servers"],
@@ -169,9 +181,13 @@ async def credentials_create(data: JSONBody[NewCredential], actor: NamedDependen
 
 @get("/api/v1/resource-credentials", tags=["resource-servers"], summary="List resource-server credentials",
      responses=PROBLEMS)
-async def credentials_list(actor: NamedDependency[Actor], state: State) -> CredentialList:
+async def credentials_list(actor: NamedDependency[Actor], state: State, limit: int = LIMIT,
+                           cursor: str | None = CURSOR) -> CredentialList:
+    key = decode_cursor(cursor)
     async with ctx_of(state).pool.acquire() as conn:
-        return CredentialList(data=await list_credentials(conn, actor.tenant_id))
+        rows = await list_credentials(conn, actor.tenant_id, before=key[0] if key else None, limit=limit + 1)
+    data, next_cursor = page(rows, limit, lambda c: (c.id,))
+    return CredentialList(data=data, next_cursor=next_cursor)
 
 
 @delete("/api/v1/resource-credentials/{cred_id:str}", responses=PROBLEMS, status_code=200, tags=["resource-servers"],

@@ -15,6 +15,7 @@ from litestar.params import FromPath, JSONBody
 
 from ..access import opt
 from .deps import ctx_of, require_writer
+from .pagination import CURSOR, LIMIT, decode_cursor, page
 from .problems import PROBLEMS
 
 __all__ = ["ApiKeysController"]
@@ -27,6 +28,7 @@ class NewApiKey(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 
 class ApiKeyList(msgspec.Struct, frozen=True, kw_only=True):
     data: list[api_keys.ApiKeyView]
+    next_cursor: str | None = None
 
 
 class CreatedOut(msgspec.Struct, frozen=True, kw_only=True):
@@ -51,10 +53,14 @@ class ApiKeysController(Controller):
         return CreatedOut(id=created.key.id, name=created.key.name, prefix=created.key.prefix,
                           role=created.key.role, api_key=created.api_key)
 
-    @get("/", responses=PROBLEMS, summary="List API keys (prefixes only)")
-    async def list_(self, actor: NamedDependency[Actor], state: State) -> ApiKeyList:
+    @get("/", responses=PROBLEMS, summary="List API keys (prefixes only), newest first")
+    async def list_(self, actor: NamedDependency[Actor], state: State, limit: int = LIMIT,
+                    cursor: str | None = CURSOR) -> ApiKeyList:
+        key = decode_cursor(cursor)
         async with ctx_of(state).pool.acquire() as conn:
-            return ApiKeyList(data=await api_keys.list_keys(conn, actor.tenant_id))
+            rows = await api_keys.list_keys(conn, actor.tenant_id, before=key[0] if key else None, limit=limit + 1)
+        data, next_cursor = page(rows, limit, lambda k: (k.id,))
+        return ApiKeyList(data=data, next_cursor=next_cursor)
 
     @delete("/{key_id:str}", responses=PROBLEMS, status_code=200, summary="Revoke an API key (owners only)",
             opt=opt("manage_api_keys"))

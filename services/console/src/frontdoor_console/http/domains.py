@@ -18,6 +18,7 @@ from ..access import opt
 from ..policy import lifecycle_policy
 from .deps import ctx_of, require_writer
 from .operations_api import operations_endpoint
+from .pagination import CURSOR, LIMIT, cursor_time, decode_cursor, page
 from .problems import PROBLEMS
 
 __all__ = ["routes"]
@@ -29,6 +30,7 @@ class NewDomain(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 
 class DomainList(msgspec.Struct, frozen=True, kw_only=True):
     data: list[domain_claims.DomainView]
+    next_cursor: str | None = None
 
 
 @post("/api/v1/domains", responses=PROBLEMS, status_code=201, tags=["domains"], summary="Claim a domain",
@@ -42,9 +44,15 @@ async def add_domain(data: JSONBody[NewDomain], actor: NamedDependency[Actor], s
 
 
 @get("/api/v1/domains", responses=PROBLEMS, tags=["domains"], summary="List your domains")
-async def list_domains(actor: NamedDependency[Actor], state: State) -> DomainList:
+async def list_domains(actor: NamedDependency[Actor], state: State, limit: int = LIMIT,
+                       cursor: str | None = CURSOR) -> DomainList:
+    key = decode_cursor(cursor, 2)
+    moment = cursor_time(key[0]) if key else None
+    after = (moment, key[1]) if key and moment else None
     async with ctx_of(state).pool.acquire() as conn:
-        return DomainList(data=await domain_claims.list_domains(conn, actor.tenant_id))
+        rows = await domain_claims.list_domains(conn, actor.tenant_id, after=after, limit=limit + 1)
+    data, next_cursor = page(rows, limit, lambda d: (d.created_at.isoformat(), d.domain))
+    return DomainList(data=data, next_cursor=next_cursor)
 
 
 @get("/api/v1/domains/{domain:str}", responses=PROBLEMS, tags=["domains"], summary="Read one domain")

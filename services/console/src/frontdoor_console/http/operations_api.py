@@ -35,6 +35,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, Parameter
 
 from .deps import ctx_of, require_writer, tenant_quota
+from .pagination import CURSOR, LIMIT, cursor_time, decode_cursor, page
 from .problems import PROBLEMS
 
 __all__ = ["operations_endpoint", "routes"]
@@ -104,6 +105,7 @@ class EndpointCreated(msgspec.Struct, frozen=True, kw_only=True):
 
 class EndpointList(msgspec.Struct, frozen=True, kw_only=True):
     data: list[Endpoint]
+    next_cursor: str | None = None
 
 
 class RotateIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -137,10 +139,15 @@ async def endpoints_create(data: JSONBody[EndpointIn], actor: NamedDependency[Ac
     return EndpointCreated(endpoint=created.endpoint, secret=created.secret)
 
 
-@get("/api/v1/webhook-endpoints", tags=["webhooks"], summary="Every webhook endpoint", responses=PROBLEMS)
-async def endpoints_list(actor: NamedDependency[Actor], state: State) -> EndpointList:
+@get("/api/v1/webhook-endpoints", tags=["webhooks"], summary="The webhook endpoints, oldest first",
+     responses=PROBLEMS)
+async def endpoints_list(actor: NamedDependency[Actor], state: State, limit: int = LIMIT,
+                         cursor: str | None = CURSOR) -> EndpointList:
+    key = decode_cursor(cursor)
     async with ctx_of(state).pool.acquire() as conn:
-        return EndpointList(data=await wh.list_endpoints(conn, actor.tenant_id))
+        rows = await wh.list_endpoints(conn, actor.tenant_id, after=key[0] if key else None, limit=limit + 1)
+    data, next_cursor = page(rows, limit, lambda e: (e.id,))
+    return EndpointList(data=data, next_cursor=next_cursor)
 
 
 @get("/api/v1/webhook-endpoints/{endpoint_id:str}", tags=["webhooks"], summary="One webhook endpoint",
@@ -335,6 +342,7 @@ async def recovery_get(recovery_id: FromPath[str], actor: NamedDependency[Actor]
 
 class OperationList(msgspec.Struct, frozen=True, kw_only=True):
     data: list[dict[str, Any]]
+    next_cursor: str | None = None
 
 
 def _admin_view(op: ledger.Operation) -> dict[str, Any]:
@@ -352,12 +360,16 @@ async def operations_list(actor: NamedDependency[Actor], state: State, *,
                           account: str | None = Parameter(default=None),
                           client_id: str | None = Parameter(default=None),
                           needs_attention: bool | None = Parameter(default=None),
-                          limit: int = Parameter(default=50, ge=1, le=200)) -> OperationList:
+                          limit: int = LIMIT, cursor: str | None = CURSOR) -> OperationList:
     filters = ListFilters(state=state_filter, kind=kind, account=account, client_id=client_id,
                           attention=needs_attention)
+    key = decode_cursor(cursor, 2)
+    moment = cursor_time(key[0]) if key else None
+    before = (moment, key[1]) if key and moment else None
     async with ctx_of(state).pool.acquire() as conn:
-        found = await ledger.list_operations(conn, actor.tenant_id, filters, limit=limit)
-    return OperationList(data=[_admin_view(op) for op in found])
+        found = await ledger.list_operations(conn, actor.tenant_id, filters, limit=limit + 1, before=before)
+    shown, next_cursor = page(found, limit, lambda op: (op.created_at.isoformat(), op.id))
+    return OperationList(data=[_admin_view(op) for op in shown], next_cursor=next_cursor)
 
 
 @get("/api/v1/operations/{operation_id:str}", tags=["operations"], responses=PROBLEMS,
