@@ -326,3 +326,48 @@ async def test_two_tenants_final_performs(shop: Shop, agent: TestAgent) -> None:
     other = await sign_up(shop.console)
     theirs = await shop.console.post(f"/api/v1/webhook-messages/{message_id}/redeliver", headers=other.auth)
     assert theirs.status_code == 404 and theirs.json()["code"] == "webhook_message_not_found"
+
+
+async def test_an_answer_and_a_reported_outcome_at_once_do_not_deadlock(console: Any, tenant: Any, runtime: Runtime,
+                                                                        settings: Any) -> None:
+    """Settling an answer locks its message, then records the outcome (the operation); the company's
+    report of the same outcome at that moment must take the two locks in the same order, or one of
+    the two transactions is killed as a deadlock (a lost answer, or a 500 to the company)."""
+    import asyncio
+    import json
+
+    import asyncpg
+
+    kind = await add_kind(console, tenant, await add_endpoint(console, tenant))
+    op = await add_operation(runtime, tenant.id, kind, confirm=True)
+    outcome = {"outcome": "succeeded", "result": {"summary": "Order 1044 placed"}}
+
+    async def connect() -> asyncpg.Connection:
+        conn = await asyncpg.connect(settings.database_url)
+        await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+        return conn
+
+    settling, reporting = await connect(), await connect()
+    try:
+        async with settling.transaction():
+            # The delivery engine's settle: the message row first (as `_settle` writes it)...
+            await settling.execute("UPDATE webhook_messages SET last_status = 200 WHERE tenant_id = $1 AND id = $2",
+                                   tenant.id, op.perform_message_id)
+            report = asyncio.create_task(ledger.record_outcome(reporting, tenant.id, op.id, now=runtime.clock(),
+                                                               **outcome))
+            pid = reporting.get_server_pid()
+            for _ in range(200):  # until the company's report waits for a lock
+                if await runtime.pool.fetchval("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1",
+                                               pid):
+                    break
+                await asyncio.sleep(0.02)
+            else:
+                raise AssertionError("the report never waited for the settle")
+            # ...then the answer's outcome, in the same transaction.
+            _, changed = await ledger.record_outcome(settling, tenant.id, op.id, now=runtime.clock(), **outcome)
+        assert changed is True
+        _, again = await asyncio.wait_for(report, 10)
+        assert again is False  # the same outcome, reported once more: accepted, nothing changed
+    finally:
+        await settling.close()
+        await reporting.close()

@@ -20,7 +20,7 @@ import asyncpg
 import msgspec
 from frontdoor_core.errors import Conflict, Invalid, NotFound
 from frontdoor_core.ids import new_id
-from frontdoor_webhooks.messages import supersede_message
+from frontdoor_webhooks.messages import lock_message, supersede_message
 
 from . import events
 from .kinds import Kind, get_kind, is_kind_name
@@ -412,6 +412,14 @@ async def _stop_performing(conn: asyncpg.Connection, tenant_id: str, message_id:
 async def _finish(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *, state: str, from_state: str,
                   result: dict[str, Any], now: datetime) -> Operation | None:
     async with conn.transaction():
+        # Lock order: the perform message, then the operation, as settling the perform's answer
+        # takes them (`perform_message` records the outcome in the settle's transaction), or an
+        # answer and a reported outcome arriving together deadlock. The message ID, set once at
+        # confirm in the transaction that leaves `proposed`, is read without a lock.
+        perform_message_id = await conn.fetchval(
+            "SELECT perform_message_id FROM operations WHERE tenant_id = $1 AND id = $2", tenant_id, operation_id)
+        if perform_message_id is not None:
+            await lock_message(conn, tenant_id, perform_message_id)
         changed = await conn.fetchval(
             "UPDATE operations SET state = $3, result = $5, finished_at = $6, sequence = sequence + 1,"
             " updated_at = $6, attention = NULL WHERE tenant_id = $1 AND id = $2 AND state = $4"

@@ -43,6 +43,7 @@ __all__ = [
     "enqueue_message",
     "get_message",
     "list_messages",
+    "lock_message",
     "next_event_sequence",
     "prune",
     "recover",
@@ -336,6 +337,18 @@ async def prune(conn: asyncpg.Connection, now: datetime, retention: timedelta, *
         now - retention, limit,
     )
     return int(deleted)
+
+
+async def lock_message(conn: asyncpg.Connection, tenant_id: str, message_id: str) -> None:
+    """Lock a message's row until the caller's transaction ends.
+
+    For a transaction that will change both a message and the subject it is about (a final
+    operation superseding its perform): it locks the message first, in the order the
+    delivery engine takes them when settling an answer (the message, then the ledger), so
+    the two never deadlock.
+    """
+    await conn.execute("SELECT 1 FROM webhook_messages WHERE tenant_id = $1 AND id = $2 FOR UPDATE",
+                       tenant_id, message_id)
 
 
 async def supersede_message(conn: asyncpg.Connection, tenant_id: str, message_id: str, *, now: datetime) -> bool:
