@@ -32,8 +32,10 @@ ENV_EXAMPLE = ROOT / "deploy" / ".env.example"
 MIGRATE_SCRIPT = ROOT / "deploy" / "migrate.py"
 MIGRATE_DOCKERFILE = ROOT / "deploy" / "migrate.Dockerfile"
 
-EXPECTED_SERVICES = {"postgres", "redis", "migrate", "console", "issuer", "worker", "beat"}
-HTTP_SERVICES = {"console": 8000, "issuer": 8001}
+EXPECTED_SERVICES = {"postgres", "redis", "migrate", "console", "issuer", "ledger", "relay", "worker", "beat"}
+HTTP_SERVICES = {"console": 8000, "issuer": 8001, "ledger": 8002}
+# The processes the dispatcher image runs, each its own compose service (and chart Deployment).
+DISPATCHER_PROCESSES = {"relay", "worker", "beat"}
 WORKER_SERVICES = {"dispatcher"}
 SERVICE_DOCKERFILES = {name: ROOT / "services" / name / "Dockerfile" for name in [*HTTP_SERVICES, *WORKER_SERVICES]}
 ALL_DOCKERFILES = {**SERVICE_DOCKERFILES, "migrate": MIGRATE_DOCKERFILE}
@@ -448,13 +450,54 @@ def test_http_services_publish_their_port_on_loopback(compose: dict[str, Any]) -
         assert compose["services"][name]["ports"] == [f"127.0.0.1:{port}:{port}"]
 
 
-def test_worker_and_beat_share_the_dispatcher_image(compose: dict[str, Any]) -> None:
-    worker, beat = compose["services"]["worker"], compose["services"]["beat"]
-    assert _build_dockerfile(worker) == _build_dockerfile(beat) == SERVICE_DOCKERFILES["dispatcher"]
-    assert worker.get("image") == beat.get("image")
+def test_relay_worker_and_beat_share_the_dispatcher_image(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    worker, beat, relay = services["worker"], services["beat"], services["relay"]
+    assert {n for n, s in app_services(compose).items()
+            if _build_dockerfile(s) == SERVICE_DOCKERFILES["dispatcher"]} == DISPATCHER_PROCESSES
+    assert _build_dockerfile(worker) == _build_dockerfile(beat) == _build_dockerfile(relay) == SERVICE_DOCKERFILES["dispatcher"]
+    assert worker.get("image") == beat.get("image") == relay.get("image")
     assert "command" not in worker  # the image's default: the worker
     assert beat["command"] == ["celery", "-A", "frontdoor_dispatcher.celery_app", "beat"]
+    assert relay["command"] == ["python", "-m", "frontdoor_dispatcher.relay"]
+    assert (ROOT / "services/dispatcher/src/frontdoor_dispatcher/relay.py").is_file()
     assert not beat.get("scale") and not (beat.get("deploy") or {}).get("replicas"), "never more than one beat"
+
+
+def test_one_replica_of_each_service(compose: dict[str, Any]) -> None:
+    # The chart's topology at its smallest; scaling is `--scale worker=N` (never beat).
+    for name, svc in compose["services"].items():
+        assert svc.get("scale", 1) == 1 and (svc.get("deploy") or {}).get("replicas", 1) == 1, name
+
+
+def data_dir_problems(compose: dict[str, Any]) -> list[str]:
+    """A read-only service whose healthcheck reads FRONTDOOR_DATA_DIR needs that directory writable."""
+    problems = []
+    for name, svc in compose["services"].items():
+        hc = " ".join(_strings((svc.get("healthcheck") or {}).get("test", [])))
+        if not svc.get("read_only") or "FRONTDOOR_DATA_DIR" not in hc:
+            continue
+        path = _build_dockerfile(svc)
+        data_dir = dockerfile(path).env().get("FRONTDOOR_DATA_DIR", "") if path and path.is_file() else ""
+        targets = {str(v).split(":")[1] if ":" in str(v) else str(v) for v in svc.get("volumes") or []}
+        targets |= {str(t).split(":")[0] for t in svc.get("tmpfs") or []}
+        if not data_dir or data_dir not in targets:
+            problems.append(f"{name} is read-only and its healthcheck reads {data_dir or 'FRONTDOOR_DATA_DIR'}, "
+                            "which no volume or tmpfs makes writable")
+    return problems
+
+
+def test_read_only_services_can_write_their_data_dir(compose: dict[str, Any]) -> None:
+    assert data_dir_problems(compose) == []
+    broken = {"services": {"relay": {**compose["services"]["relay"], "tmpfs": ["/tmp"]}}}
+    assert data_dir_problems(broken), "the check must notice a relay that cannot write its heartbeat"
+
+
+def test_no_reserved_placeholders_for_services_that_exist() -> None:
+    # A commented-out service block for something that now exists is drift (issue #14).
+    text = COMPOSE_FILE.read_text()
+    for name in sorted(HTTP_SERVICES):
+        assert not re.search(rf"^\s*#\s*{name}:\s*$", text, re.MULTILINE), f"commented-out {name} block"
 
 
 def test_kek_is_required_and_never_defaulted(compose: dict[str, Any]) -> None:
