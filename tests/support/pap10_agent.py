@@ -341,6 +341,7 @@ class Pap10Agent:
 
         server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.origin = f"http://127.0.0.1:{server.server_address[1]}"
+        self.delegation = self.mint_delegation()  # its iss is the new client_id
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
         try:
@@ -567,19 +568,27 @@ def metadata_url(issuer: str, well_known: str = "oauth-authorization-server") ->
     return f"{parts.scheme}://{parts.netloc}/.well-known/{well_known}{parts.path.rstrip('/')}"
 
 
-async def discover(http: httpx.AsyncClient, company: str) -> Discovery:
+async def discover(http: httpx.AsyncClient, company: str, *, versions: tuple[str, ...] = ("1.0",),
+                   loopback_dev: bool = False) -> Discovery:
     """The three documents, each pointing at the others exactly [S §2], or :class:`DiscoveryError`.
 
-    ``company`` is ``https://{domain}`` (loopback ``http`` in development).
+    ``company`` is ``https://{domain}``. A ``poppy.json`` naming a ``protocol_version`` outside
+    ``versions`` is not used [S §1]. ``loopback_dev`` (a development stack on
+    ``http://127.0.0.1:port``, whose documents name the company's real domain) skips the two
+    checks that need that domain: ``organization.domain`` and ``protected_resources``.
     """
     origin = company.rstrip("/")
     domain = (urlsplit(origin).hostname or "").lower()
+    if loopback_dev and not (origin.startswith("http://") and domain in ("127.0.0.1", "localhost", "::1")):
+        raise DiscoveryError("not_loopback")
     r = await http.get(f"{origin}/.well-known/poppy.json")
     if r.status_code != 200:
         raise DiscoveryError("poppy_json_unavailable")
     poppy = r.json()
+    if poppy.get("protocol_version") not in versions:
+        raise DiscoveryError("unsupported_version")
     doc_domain = str((poppy.get("organization") or {}).get("domain") or "")
-    if doc_domain.lower() != domain:  # ignoring case only; www is another host
+    if doc_domain.lower() != domain and not loopback_dev:  # ignoring case only; www is another host
         raise DiscoveryError("organization_domain_mismatch")
     r = await http.get(f"{origin}/.well-known/oauth-protected-resource")
     if r.status_code != 200:
@@ -606,7 +615,7 @@ async def discover(http: httpx.AsyncClient, company: str) -> Discovery:
     if meta.get("issuer") != issuer:
         raise DiscoveryError("issuer_mismatch")
     protected = {str(p).lower() for p in meta.get("protected_resources") or []}
-    if origin.lower() not in protected:
+    if origin.lower() not in protected and not loopback_dev:
         raise DiscoveryError("domain_not_protected")
     if "refresh_token" not in (meta.get("grant_types_supported") or []):
         raise DiscoveryError("no_refresh_grant")

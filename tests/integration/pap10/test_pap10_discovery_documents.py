@@ -21,10 +21,15 @@ async def test_frontdoors_three_documents_point_at_each_other(shop: Shop1, web: 
                                                               published: str) -> None:
     # [S §2]: resource = https://{domain}; one authorization server = the issuer; the issuer's
     # metadata has that exact issuer, protected_resources with the domain, refresh_token,
-    # token and revocation endpoints. Serving 1.0 publishes them whichever version poppy.json names.
+    # token and revocation endpoints. Serving 1.0 publishes them whichever version poppy.json names
+    # (ADR 0004 §1); a poppy.json naming 0.2 is not used by an agent speaking only 1.0 [S §1].
     domain = await publish_company(shop, web, dns, published=published)
     async with agent_http(shop, web) as http:
-        found = await discover(http, f"https://{domain}")
+        if published != "1.0":
+            with pytest.raises(DiscoveryError) as refused:
+                await discover(http, f"https://{domain}")
+            assert refused.value.code == "unsupported_version"
+        found = await discover(http, f"https://{domain}", versions=("1.0", published))
     assert found.issuer == shop.tenant.issuer == found.company_id
     assert found.poppy["protocol_version"] == published
     assert found.resource_metadata["authorization_servers"] == [shop.tenant.issuer]

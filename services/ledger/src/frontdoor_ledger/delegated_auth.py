@@ -108,14 +108,14 @@ async def authenticate_delegated(ctx: LedgerContext, tenant: LedgerTenant, reque
         return refused.response
 
 
-async def _agent_keys(ctx: LedgerContext, conn: Any, tenant: LedgerTenant, client_id: str, *,
-                      refresh: bool = False) -> KeySet:
+async def _agent_keys(ctx: LedgerContext, tenant: LedgerTenant, client_id: str, *, refresh: bool = False) -> KeySet:
     """The agent's identity keys under the 1.0 rules (ADR 0004 §6), if the tenant accepts the agent.
 
     A refused agent or a document breaking the rules (a redirect, another ``client_id``, a
     ``jwks_uri`` elsewhere) is ``invalid_session``; keys that cannot be loaded now, ``503``.
     """
-    policy = await get_agent_policy(conn, tenant.tenant_id, client_id=client_id)
+    async with ctx.pool.acquire() as conn:  # released before the agent's documents are fetched
+        policy = await get_agent_policy(conn, tenant.tenant_id, client_id=client_id)
     if not is_allowed(policy, client_id):
         raise _session_error()
     try:
@@ -140,8 +140,8 @@ async def _authenticate(ctx: LedgerContext, tenant: LedgerTenant, request: Reque
         raise _Refusal(delegated_refusal(error)) from None
     scheme_name = delegated.scheme.value if delegated.scheme is not None else None
     client_id = delegated.session.client_id
+    agent_keys = await _agent_keys(ctx, tenant, client_id)
     async with ctx.pool.acquire() as conn:
-        agent_keys = await _agent_keys(ctx, conn, tenant, client_id)
         issuer_keys = await ctx.keys.keyset(conn, tenant.tenant_id, now)
         reloaded_agent = reloaded_issuer = False
         while True:
@@ -155,7 +155,7 @@ async def _authenticate(ctx: LedgerContext, tenant: LedgerTenant, request: Reque
                 if reloaded_agent:
                     raise _session_error() from None
                 reloaded_agent = True
-                agent_keys = await _agent_keys(ctx, conn, tenant, client_id, refresh=True)
+                agent_keys = await _agent_keys(ctx, tenant, client_id, refresh=True)
             except UnknownKeyId:
                 if reloaded_issuer:
                     raise _Refusal(delegated_refusal(
