@@ -26,7 +26,7 @@ async def test_a_new_tenant_serves_both_and_publishes_0_2(
     console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], tenant: TenantHandle, dns: LocalDNS,
 ) -> None:
     settings = (await console.get("/api/v1/issuer", headers=tenant.auth)).json()["settings"]
-    assert settings["protocol"] == {"served": ["0.2", "1.0"], "published": "0.2"}
+    assert settings["protocol"] == {"served": ["0.2", "1.0"], "published": "0.2", "join_callback_url": None}
     domain = await verified_domain(console, tenant, dns)
     meta = await metadata(issuer, tenant)
     assert meta["poppy_domains"] == [domain] and meta["protected_resources"] == [f"https://{domain}"]

@@ -6,6 +6,7 @@ from .account_tokens import AccountTokenRecord, find_account_token, looks_like_a
 from .authorization_code_grant import AuthorizationCodeGrant, s256_challenge
 from .authorization_codes import CODE_LIFETIME_S, AuthorizationCodeStore, CodeTake, IssuedCode
 from .client_auth import AuthenticatedClient, authenticate_client
+from .delegated_caller import DelegatedCallers, DelegatedRefusal, VerifiedDelegatedCaller
 from .device_authorization import DeviceAuthorization
 from .device_flow import (
     USER_CODE_ALPHABET,
@@ -20,6 +21,7 @@ from .device_grant import DeviceCodeGrant
 from .disconnect import MAX_ACCOUNT_ID, disconnect_account, disconnect_agent
 from .dpop_nonce import NonceSource
 from .introspection import INACTIVE, introspect
+from .join_codes import JOIN_CODE_LIFETIME_S, JoinCodeStore, JoinGrant, JoinRedemption
 from .mediated_grant import MediatedCaller, MediatedSignIns
 from .refresh_grant import RefreshGrant
 from .replay_cache import ReplayCache
@@ -51,6 +53,13 @@ from .token_request import (
 from .token_response import session_token_response
 
 __all__ = [
+    "JOIN_CODE_LIFETIME_S",
+    "DelegatedCallers",
+    "DelegatedRefusal",
+    "JoinCodeStore",
+    "JoinGrant",
+    "JoinRedemption",
+    "VerifiedDelegatedCaller",
     "OutboxEvent",
     "MediatedCaller",
     "MediatedSignIns",

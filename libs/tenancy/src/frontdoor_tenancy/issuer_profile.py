@@ -44,6 +44,7 @@ class IssuerUrls(msgspec.Struct, frozen=True, kw_only=True):
     introspection_endpoint: str
     feedback_endpoint: str
     mediated_endpoint: str
+    join_endpoint: str
 
 
 def issuer_urls(base_url: str, slug: str) -> IssuerUrls:
@@ -60,6 +61,7 @@ def issuer_urls(base_url: str, slug: str) -> IssuerUrls:
         introspection_endpoint=f"{issuer}/oauth/introspect",
         feedback_endpoint=f"{issuer}/feedback",
         mediated_endpoint=f"{issuer}/oauth/mediated",
+        join_endpoint=f"{issuer}/join",
     )
 
 
@@ -151,7 +153,7 @@ async def discovery_document(conn: asyncpg.Connection, tenant_id: str, base_url:
             apis=tuple(ApiListing(type=a.type, url=a.url, description=a.description) for a in s.apis),
             website=s.website,
             conversation_endpoint=s.conversation_endpoint,
-            browser_session_endpoint=s.browser_session_endpoint,
+            browser_session_endpoint=_browser_session_endpoint(urls, s),
             feedback_endpoint=urls.feedback_endpoint if profile_for(s.protocol.published).feedback_endpoint else None,
             operations_endpoint=operations_endpoint,
             protocol_version=s.protocol.published,
@@ -160,6 +162,17 @@ async def discovery_document(conn: asyncpg.Connection, tenant_id: str, base_url:
     except InvalidDiscoveryInputs as exc:
         raise Conflict("invalid_discovery_document", "Your issuer settings cannot make a valid poppy.json.",
                        fields={f.pointer or "/": f.message for f in exc.findings}) from None
+
+
+def _browser_session_endpoint(urls: IssuerUrls, s: IssuerSettings) -> str | None:
+    """``web.browser_session_endpoint``: the company's own (0.2, PAP §5) or Frontdoor's hosted join (1.0).
+
+    A 1.0 document advertises ``{issuer}/join`` only when the three steps can run, which
+    needs the company's join callback (``protocol.join_callback_url``) [S §6], ADR 0004 §8.
+    """
+    if s.protocol.published == "1.0":
+        return urls.join_endpoint if s.protocol.join_callback_url is not None else None
+    return s.browser_session_endpoint
 
 
 async def protected_resource_document(conn: asyncpg.Connection, tenant_id: str, base_url: str, raw_domain: str, *,

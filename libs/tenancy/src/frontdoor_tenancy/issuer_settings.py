@@ -112,10 +112,16 @@ class ProtocolSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
             nothing changes under an existing tenant until an admin opts in.
         published: The ``protocol_version`` of the generated ``poppy.json``; one of
             ``served``. A document names exactly one version.
+        join_callback_url: Where Frontdoor's hosted 1.0 browser join sends the joined
+            browser (ADR 0004 §8): the company's page that mounts the sdk's join callback,
+            ``https://`` on one of the tenant's verified domains (checked at each join;
+            loopback ``http://`` in development). Until it is set, a 1.0 ``poppy.json``
+            advertises no ``web.browser_session_endpoint`` [S §6].
     """
 
     served: list[ProfileVersion] = msgspec.field(default_factory=lambda: ["0.2"])
     published: ProfileVersion = "0.2"
+    join_callback_url: str | None = None
 
     def serves(self, version: str) -> bool:
         """Whether the issuer accepts requests of ``version``."""
@@ -242,7 +248,7 @@ def validate_settings(s: IssuerSettings, *, dev: bool = False) -> IssuerSettings
         errors["session_lifetime_s"] = "must be between 300 (5 minutes) and 86400 (24 hours)"
     if s.login is not None:
         errors.update(_login_errors(s.login, dev=dev))
-    errors.update(_protocol_errors(s.protocol))
+    errors.update(_protocol_errors(s.protocol, dev=dev))
     if errors:
         raise Invalid("invalid_settings", "The issuer settings are not valid.", fields=errors)
     served = sorted(set(s.protocol.served))  # "0.2" < "1.0": a stable order, each once
@@ -250,8 +256,12 @@ def validate_settings(s: IssuerSettings, *, dev: bool = False) -> IssuerSettings
                                    protocol=msgspec.structs.replace(s.protocol, served=served))
 
 
-def _protocol_errors(p: ProtocolSettings) -> dict[str, str]:
-    """Problems of the ``protocol`` setting (ADR 0004 §1)."""
+def _protocol_errors(p: ProtocolSettings, *, dev: bool = False) -> dict[str, str]:
+    """Problems of the ``protocol`` setting (ADR 0004 §1, §8)."""
+    if p.join_callback_url is not None and (
+            not _url_ok(p.join_callback_url, dev=dev) or urlsplit(p.join_callback_url).query
+            or len(p.join_callback_url) > 2048):
+        return {"protocol.join_callback_url": "must be an https:// URL without credentials, query or fragment"}
     if not p.served:
         return {"protocol.served": "serve at least one profile"}
     if p.published not in p.served:

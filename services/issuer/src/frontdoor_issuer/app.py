@@ -24,14 +24,17 @@ from frontdoor_identity import AgentDirectory, DelegatedKeyDirectory
 from frontdoor_sessions import (
     AuthorizationCodeGrant,
     AuthorizationCodeStore,
+    DelegatedCallers,
     DeviceAuthorization,
     DeviceCodeGrant,
     DeviceStore,
     GrantDeps,
     IssuerKeys,
+    JoinCodeStore,
     MediatedSignIns,
     NonceSource,
     RefreshGrant,
+    ReplayCache,
     Revocation,
     SessionGrant,
 )
@@ -48,6 +51,7 @@ from .http import (
     account_agents,
     account_disconnect,
     authorize,
+    browser_join_pages,
     browser_verify,
     device_authorization,
     device_pages,
@@ -107,6 +111,11 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
         app.state.revocation = Revocation(deps)
         app.state.mediated = MediatedSignIns(deps, the_fetcher)
         app.state.agent_keys = DelegatedKeyDirectory(the_fetcher, rt.clock)  # PAP 1.0 (ADR 0004 §6)
+        # The hosted 1.0 browser join (ADR 0004 §8): its codes, and its agents' Session headers.
+        app.state.join_codes = JoinCodeStore(rt.redis, clock=rt.clock)
+        app.state.delegated_callers = DelegatedCallers(
+            pool=rt.pool, issuer_keys=keys, agent_keys=app.state.agent_keys, replay=ReplayCache(rt.redis),
+            dpop_namespace="dpop-join", dev=settings.is_dev)
         app.state.pool = rt.pool
         app.state.redis = rt.redis
         try:
@@ -124,6 +133,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
                         authorize.authorize, *sign_in_pages.routes,
                         *browser_verify.routes,  # the browser join (PAP §5), for companies' websites
                         *poppy_state.routes,  # PAP 1.0: agent keys and Session state for the sdk
+                        *browser_join_pages.routes,  # PAP 1.0: the hosted browser join (ADR 0004 §8)
                         create_static_files_router(path="/_static", directories=[_HERE / "static"],
                                                    include_in_schema=False)],
         lifespan=[lifespan],
@@ -134,12 +144,15 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
         template_config=TemplateConfig(directory=_HERE / "templates", engine=JinjaTemplateEngine),
         # Forms on Frontdoor's own pages carry CSRF tokens; protocol endpoints authenticate
         # otherwise (client assertions, DPoP, credentials) and the login callback is bound
-        # to the browser's flow cookie and a signed, one-use answer.
+        # to the browser's flow cookie and a signed, one-use answer. The 1.0 join's authorize
+        # takes the agent's Session header; its redeem is bound to the join cookie set with
+        # the code, and must consume the code even when a submission is refused.
         csrf_config=CSRFConfig(
             secret=hashlib.sha256(b"frontdoor/issuer-csrf/v1\x00" + settings.kek.encode()).hexdigest(),
             cookie_secure=not settings.is_dev, cookie_httponly=True, cookie_samesite="lax",
             exclude=[r"^/[^/]+/oauth/", r"^/[^/]+/feedback$", r"^/[^/]+/accounts/", r"^/[^/]+/login/callback$",
                      r"^/[^/]+/browser/(verify|state)$", r"^/[^/]+/poppy/(agent-keys|session-state)$",
+                     r"^/[^/]+/join/(authorize|redeem)$",
                      r"/\.well-known/", r"^/healthz$", r"^/readyz$"],
         ),
         openapi_config=None,

@@ -1,0 +1,190 @@
+"""A PAP 1.0 request at one of Frontdoor's own endpoints: verified and observed (ADR 0004 §3, §5, §7).
+
+The use case every Frontdoor surface that takes a ``Poppy-Session`` header runs, in the
+order of [S §3]: the agent's identity keys (its CIMD and JWKS through
+`frontdoor_identity.DelegatedKeyDirectory`, after the tenant's agent policy), the pure
+checks of :func:`frontdoor_protocol.verify_delegated_request` (delegation, Session JWT,
+an access token of the same client bound by ``ath``, its DPoP proof when bound), the
+Session JWT's ``jti`` claimed once (and a bound token's proof), then the Session at
+(tenant, ``client_id``, ``sid``) observed: created signed out at first sight, or checked for
+the same ``sub`` and ``agent_id``, and the access token's grant family still live.
+
+Failures are :class:`DelegatedRefusal` (the protocol error to answer, and the scheme the
+token came with so a challenge can name it) or `Unavailable` (503 with ``Retry-After``):
+the edge renders them (ADR 0004 §7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import asyncpg
+import msgspec
+from frontdoor_core.errors import Unavailable
+from frontdoor_identity import (
+    ClientResolutionError,
+    DelegatedKeyDirectory,
+    InvalidClientMetadata,
+    get_agent_policy,
+    is_allowed,
+)
+from frontdoor_protocol import (
+    AccessTokenClaims,
+    DelegatedSession,
+    ErrorCode,
+    ProtocolError,
+    UnknownAgentKeyId,
+    UnknownKeyId,
+    parse_delegated_request,
+    verify_delegated_request,
+)
+from joserfc.jwk import KeySet
+
+from .delegated_sessions import DelegatedState, claim_session_jti, observe_delegated_session
+from .replay_cache import ReplayCache
+from .signer_cache import IssuerKeys
+
+__all__ = ["DelegatedCallers", "DelegatedRefusal", "VerifiedDelegatedCaller"]
+
+_KEYS_RETRY_AFTER = 30
+
+
+class DelegatedRefusal(Exception):
+    """The request is refused with ``error``; ``scheme`` is the access token's (``None`` signed out)."""
+
+    def __init__(self, error: ProtocolError, *, scheme: str | None = None) -> None:
+        super().__init__(error.code.value)
+        self.error = error
+        self.scheme = scheme
+
+
+class VerifiedDelegatedCaller(msgspec.Struct, frozen=True, kw_only=True):
+    """A verified 1.0 request whose Session is ``active``.
+
+    Attributes:
+        session: The verified Session JWT's claims.
+        token: The verified access token, when one was sent; its sign-in is live.
+        state: Frontdoor's Session (``ses_`` ID, signed in, account and scope of the sign-in).
+        scheme: ``Bearer`` or ``DPoP`` as the token came, else ``None``.
+    """
+
+    session: DelegatedSession
+    token: AccessTokenClaims | None
+    state: DelegatedState
+    scheme: str | None = None
+
+
+def _session_error(code: ErrorCode = ErrorCode.INVALID_SESSION) -> DelegatedRefusal:
+    text = "The Session has ended: start a new one." if code == ErrorCode.SESSION_ENDED \
+        else "The Poppy-Session header is not valid."
+    return DelegatedRefusal(ProtocolError(code, text))
+
+
+class DelegatedCallers:
+    """Verifies 1.0 requests for one Frontdoor service; one instance per process.
+
+    Args:
+        pool: The database.
+        issuer_keys: The tenants' signing keys (access tokens are verified against them).
+        agent_keys: The agents' identity keys under the 1.0 rules.
+        replay: The replay cache shared by every replica.
+        dpop_namespace: The replay namespace of this service's DPoP proofs.
+        dev: Development: ``http://`` loopback URLs are tolerated.
+    """
+
+    def __init__(self, *, pool: asyncpg.Pool, issuer_keys: IssuerKeys, agent_keys: DelegatedKeyDirectory,
+                 replay: ReplayCache, dpop_namespace: str, dev: bool = False) -> None:
+        self._pool = pool
+        self._issuer_keys = issuer_keys
+        self._agent_keys = agent_keys
+        self._replay = replay
+        self._dpop_namespace = dpop_namespace
+        self._dev = dev
+
+    async def _identity_keys(self, tenant_id: str, client_id: str, *, refresh: bool = False) -> KeySet:
+        async with self._pool.acquire() as conn:  # released before the agent's documents are fetched
+            policy = await get_agent_policy(conn, tenant_id, client_id=client_id)
+        if not is_allowed(policy, client_id):
+            raise _session_error()
+        try:
+            loaded = await self._agent_keys.get_keys(client_id, refresh=refresh)
+        except InvalidClientMetadata:
+            raise _session_error() from None
+        except ClientResolutionError:
+            raise Unavailable("agent_keys_unavailable", "The agent's keys cannot be loaded; retry shortly.",
+                              retry_after=_KEYS_RETRY_AFTER) from None
+        keys: KeySet = loaded.keys
+        return keys
+
+    async def verify(self, tenant_id: str, issuer: str, *, method: str, url: str,
+                     headers: Sequence[tuple[str, str]], now: datetime) -> VerifiedDelegatedCaller:
+        """Verify the request and observe its Session.
+
+        Args:
+            tenant_id: The tenant.
+            issuer: Its issuer: the Session JWT's ``aud`` and the access token's ``iss``.
+            method: The request method (``htm``).
+            url: The request URL as the agent addressed it (``htu``).
+            headers: All request headers, repeated ones kept.
+            now: The time.
+
+        Raises:
+            DelegatedRefusal: ``invalid_session``, ``session_ended``, ``invalid_token``,
+                ``invalid_dpop_proof``...
+            Unavailable: The agent's keys or the replay cache cannot answer now.
+        """
+        epoch = int(now.timestamp())
+        try:
+            delegated = parse_delegated_request(headers=headers, url=url, allow_http_loopback=self._dev)
+        except ProtocolError as error:
+            raise DelegatedRefusal(error) from None
+        scheme = delegated.scheme.value if delegated.scheme is not None else None
+        client_id = delegated.session.client_id
+        agent_keys = await self._identity_keys(tenant_id, client_id)
+        async with self._pool.acquire() as conn:
+            issuer_keys = await self._issuer_keys.keyset(conn, tenant_id, now)
+            reloaded_agent = reloaded_issuer = False
+            while True:
+                try:
+                    verified = verify_delegated_request(
+                        delegated, method=method, url=url, identity_keys=agent_keys, issuer_keys=issuer_keys,
+                        issuer=issuer, now=epoch, allow_http_loopback=self._dev)
+                    break
+                except UnknownAgentKeyId:
+                    if reloaded_agent:  # an unknown delegation kid: the agent's keys are reloaded once
+                        raise _session_error() from None
+                    reloaded_agent = True
+                    agent_keys = await self._identity_keys(tenant_id, client_id, refresh=True)
+                except UnknownKeyId:
+                    if reloaded_issuer:
+                        raise DelegatedRefusal(ProtocolError(ErrorCode.INVALID_TOKEN, "The access token is not valid."),
+                                               scheme=scheme) from None
+                    reloaded_issuer = True
+                    issuer_keys = await self._issuer_keys.keyset(conn, tenant_id, now, refresh=True)
+                except ProtocolError as error:
+                    raise DelegatedRefusal(error, scheme=scheme) from None
+                except ValueError:  # a request URL no htu can match (control characters)
+                    raise _session_error() from None
+            session, token = verified.session, verified.token
+            # ADR 0004 §3 [Q12]: a Session JWT is used once; a bound token's proof too (RFC 9449 §11.1).
+            fresh = await claim_session_jti(self._replay, tenant_id=tenant_id, client_id=session.client_id,
+                                            jti=session.jti, iat=session.iat, now=epoch)
+            if fresh and verified.proof is not None:
+                proof = verified.proof
+                fresh = await self._replay.claim(self._dpop_namespace, f"{tenant_id}:{proof.jkt}", proof.jti,
+                                                 ttl_s=max(int(proof.accept_until - epoch), 1))
+            if not fresh:
+                raise _session_error()
+            state = await observe_delegated_session(conn, tenant_id, client_id=session.client_id, sid=session.sid,
+                                                    sub=session.sub, agent_id=session.agent_id, now=now,
+                                                    sgn=token.sgn if token is not None else None)
+        if state.state == "ended":
+            raise _session_error(ErrorCode.SESSION_ENDED)
+        if state.state != "active":
+            raise _session_error()
+        if token is not None and not state.signed_in:
+            # The sign-in was revoked or disconnected: its tokens are dead, the Session lives on (ADR 0004 §5).
+            raise DelegatedRefusal(ProtocolError(ErrorCode.INVALID_TOKEN, "The access token is not valid."),
+                                   scheme=scheme)
+        return VerifiedDelegatedCaller(session=session, token=token, state=state, scheme=scheme)
