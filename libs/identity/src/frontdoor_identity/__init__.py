@@ -30,6 +30,7 @@ from frontdoor_identity.agents import (
     get_agent,
     list_agents,
     record_seen,
+    record_seen_delegated,
     require_client_id_url,
     unblock_agent,
 )
@@ -44,6 +45,7 @@ from frontdoor_identity.client_metadata import (
 )
 from frontdoor_identity.errors import ClientResolutionError, InvalidClientMetadata, ResolutionReason, Stage
 from frontdoor_identity.jwks import MAX_KEYS, parse_jwks
+from frontdoor_identity.loopback_redirect import is_loopback_redirect, loopback_redirect_matches
 
 __all__ = [
     "AgentKeys",
@@ -76,9 +78,12 @@ __all__ = [
     "get_agent",
     "get_agent_policy",
     "is_allowed",
+    "is_loopback_redirect",
     "list_agents",
+    "loopback_redirect_matches",
     "parse_jwks",
     "record_seen",
+    "record_seen_delegated",
     "require_client_id_url",
     "set_agent_policy_mode",
     "unblock_agent",

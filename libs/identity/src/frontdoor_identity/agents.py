@@ -163,6 +163,35 @@ async def record_seen(
     return row is not None
 
 
+_RECORD_SEEN_DELEGATED: Final = """
+INSERT INTO agents AS a (tenant_id, client_id, client_name, logo_uri, first_seen_at, last_seen_at)
+VALUES ($1, $2, $3, NULL, $4, $4)
+ON CONFLICT (tenant_id, client_id) DO UPDATE SET
+    client_name = coalesce(EXCLUDED.client_name, a.client_name),
+    first_seen_at = coalesce(a.first_seen_at, EXCLUDED.first_seen_at),
+    last_seen_at = greatest(a.last_seen_at, EXCLUDED.last_seen_at)
+WHERE a.last_seen_at IS NULL
+   OR a.last_seen_at <= EXCLUDED.last_seen_at - $5::interval
+   OR (EXCLUDED.client_name IS NOT NULL AND a.client_name IS DISTINCT FROM EXCLUDED.client_name)
+RETURNING 1
+"""
+
+
+async def record_seen_delegated(conn: asyncpg.Connection, tenant_id: str, client_id: str, *, name: str | None,
+                                now: datetime) -> bool:
+    """Note that a PAP 1.0 agent called a company (its Session state was asked for).
+
+    Like `record_seen`, but what a 1.0 caller offers is thinner: the name only when its
+    document has one (a signed-out agent needs only ``client_id`` and ``jwks_uri``), and
+    no logo, so neither overwrites what a sign-in or a 0.2 Session recorded with nothing.
+
+    Returns:
+        Whether a row was written (first sighting, a minute passed, or a new name).
+    """
+    row = await conn.fetchval(_RECORD_SEEN_DELEGATED, tenant_id, client_id, name, now, SEEN_WRITE_INTERVAL)
+    return row is not None
+
+
 async def get_agent(conn: asyncpg.Connection, tenant_id: str, client_id: str) -> Agent | None:
     """One agent of the tenant, or None if it was never seen nor blocked there."""
     row = await conn.fetchrow(

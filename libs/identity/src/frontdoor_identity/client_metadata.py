@@ -24,6 +24,7 @@ from frontdoor_core.outbound import is_loopback_host
 from frontdoor_protocol import CLIENT_AUTH_METHOD, ExtensionNameKind, UrlProblem, extension_name_kind, https_url_problem
 
 from frontdoor_identity.errors import InvalidClientMetadata, ResolutionReason
+from frontdoor_identity.loopback_redirect import is_loopback_redirect
 
 __all__ = [
     "MAX_CLIENT_NAME_LENGTH",
@@ -57,6 +58,11 @@ class ClientMetadata(msgspec.Struct, frozen=True, kw_only=True):
         redirect_uris: Where sign-in may redirect (PAP-4.5-01 matches them exactly).
         logo_uri: An HTTPS logo for dashboards, if any.
         token_endpoint_auth_method: Always ``private_key_jwt``.
+        auth_method_declared: Whether the document names ``token_endpoint_auth_method``
+            (a PAP 1.0 sign-in needs it declared, [S §3]).
+        loopback_redirect_uris: RFC 8252 §7.3 loopback IP literal redirect URIs
+            (``http://127.0.0.1:{port}/…``, ``http://[::1]:{port}/…``), which only a PAP 1.0
+            Direct Sign-In may use (`loopback_redirect`); 0.2 never matches them.
         extensions: Supported extensions by name (``operations``, ``example.org/x``),
             each with its version. Entries with an invalid name or no string version
             are dropped, as an unsupported extension is ignored (PAP-3.3-02).
@@ -68,6 +74,8 @@ class ClientMetadata(msgspec.Struct, frozen=True, kw_only=True):
     redirect_uris: tuple[str, ...] = ()
     logo_uri: str | None = None
     token_endpoint_auth_method: str = CLIENT_AUTH_METHOD
+    auth_method_declared: bool = False
+    loopback_redirect_uris: tuple[str, ...] = ()
     extensions: Mapping[str, AgentExtension] = msgspec.field(default_factory=dict)
 
     def extension_version(self, name: str) -> str | None:
@@ -214,16 +222,21 @@ def validate_client_metadata(doc: object, client_id_url: str, *, allow_http_loop
     raw_redirects = doc.get("redirect_uris", [])
     if not isinstance(raw_redirects, list):
         raise _refuse(_R.INVALID_FIELD, "PAP-4.1-03")
-    redirect_uris = tuple(
-        _same_host_url(
-            uri,
-            host,
-            allow_http_loopback=allow_http_loopback,
-            not_https=_R.REDIRECT_URI_NOT_HTTPS,
-            other_domain=_R.REDIRECT_URI_OTHER_DOMAIN,
-        )
-        for uri in raw_redirects
-    )
+    redirect_uris: list[str] = []
+    loopback: list[str] = []
+    for uri in raw_redirects:
+        try:
+            redirect_uris.append(_same_host_url(
+                uri,
+                host,
+                allow_http_loopback=allow_http_loopback,
+                not_https=_R.REDIRECT_URI_NOT_HTTPS,
+                other_domain=_R.REDIRECT_URI_OTHER_DOMAIN,
+            ))
+        except InvalidClientMetadata:
+            if not is_loopback_redirect(uri):
+                raise
+            loopback.append(uri)  # RFC 8252 §7.3: for PAP 1.0 Direct Sign-In only
     logo = doc.get("logo_uri")
     if logo is not None and (
         _url_problem(logo, allow_http_loopback=allow_http_loopback) is not None or not isinstance(logo, str)
@@ -236,7 +249,9 @@ def validate_client_metadata(doc: object, client_id_url: str, *, allow_http_loop
         client_id=client_id_url,
         client_name=name,
         jwks_uri=jwks_uri,
-        redirect_uris=redirect_uris,
+        redirect_uris=tuple(redirect_uris),
         logo_uri=logo,
+        auth_method_declared="token_endpoint_auth_method" in doc,
+        loopback_redirect_uris=tuple(loopback),
         extensions=_extensions(doc.get("extensions")),
     )

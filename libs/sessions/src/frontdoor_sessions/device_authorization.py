@@ -5,6 +5,10 @@ Client-authenticated like the token endpoint (no DPoP: nothing is issued here). 
 PAP-4.4-02). The answer carries the device code (for the agent only), the user code,
 the verification links on the issuer's own host (PAP-4.6-02), ``expires_in`` and
 ``interval``. Opening the links approves nothing (PAP-4.6-01).
+
+The same start serves both profiles: the poll decides (a ``session_id`` or not, ADR 0004
+§4). When the tenant serves only PAP 1.0 the sign-in can only be a 1.0 one, so the agent's
+document must declare ``private_key_jwt`` and ``redirect_uris`` here already [S §3].
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from frontdoor_identity import get_agent_policy, is_allowed
 from frontdoor_protocol.errors import ProtocolError
 from frontdoor_protocol.scopes import format_scope
 
+from .access_token_response import require_sign_in_metadata
 from .device_flow import DeviceStore
 from .sign_in import allowed_scopes, requested_scopes
 from .token_endpoint import GrantDeps, GrantOutcome, GrantRefused, TenantIssuer
@@ -58,6 +63,8 @@ class DeviceAuthorization:
             policy = await get_agent_policy(conn, tenant.tenant_id, client_id=auth.client_id)
         if not is_allowed(policy, auth.client_id):
             raise ProtocolError("unauthorized_client", "This agent may not sign in here.")
+        if not tenant.settings.protocol.serves("0.2"):
+            require_sign_in_metadata(auth.client.metadata)
         started = await self._store.start(tenant.tenant_id, client_id=auth.client_id, scope=scope, now=now_dt)
         verification_uri = f"{tenant.issuer}/device"
         body: dict[str, Any] = {

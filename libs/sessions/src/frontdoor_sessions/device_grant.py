@@ -10,6 +10,14 @@
 4. an approval is taken once and completes the sign-in (`complete_sign_in`): the answer is
    the Session Token of the now signed-in Session (``signed_in: true``, ``scope`` as
    granted) and ``refresh_token``, the Account Token.
+
+PAP 1.0 (ADR 0004 §4, [S §5]): a poll **without** ``session_id`` to a tenant serving 1.0
+signs no Session in. The agent's document must declare ``private_key_jwt`` and
+``redirect_uris`` [S §3]; the approval completes a 1.0 sign-in
+(`complete_delegated_sign_in`) and the answer is an RFC 9068 access token (``sgn`` = the
+sign-in; DPoP-bound when a proof came, else Bearer; ``aud`` the issuer or the requested
+protected resource) with the refresh token, and no ``session_id`` or ``signed_in``. A
+``session_id`` to a tenant that does not serve 0.2 is ``invalid_request``.
 """
 
 from __future__ import annotations
@@ -18,14 +26,25 @@ from frontdoor_identity import get_agent_policy, is_allowed
 from frontdoor_protocol.errors import ProtocolError
 
 from . import session_store
+from .access_token_response import (
+    access_token_response,
+    bind_access_token,
+    protected_resources,
+    record_agent_seen,
+    require_sign_in_metadata,
+    token_profile,
+)
 from .device_flow import DeviceStore
-from .sign_in import complete_sign_in
+from .sign_in import complete_delegated_sign_in, complete_sign_in
 from .token_binding import bind_token
-from .token_endpoint import GrantDeps, GrantOutcome, GrantRefused, TenantIssuer
+from .token_endpoint import AuthenticatedRequest, GrantDeps, GrantOutcome, GrantRefused, TenantIssuer
 from .token_request import DEVICE_CODE, TokenRequest
 from .token_response import session_token_response
 
 __all__ = ["DeviceCodeGrant"]
+
+NO_USER = "\x00"
+"""What a 1.0 poll binds the device code to instead of a User ID (no User ID has a NUL)."""
 
 _REFUSALS: dict[str, tuple[str, str]] = {
     "pending": ("authorization_pending", "The user has not finished yet."),
@@ -65,6 +84,8 @@ class DeviceCodeGrant:
         start = await d.authenticate(tenant, req)
         now_dt, now, auth = start.now_dt, start.now, start.auth
         client_id = auth.client_id
+        if token_profile(tenant, req) == "1.0":
+            return await self._issue_delegated(tenant, req, start)
         binding = bind_token(d.nonces, tenant, req, now=now)
         if not req.device_code or not req.session_id:
             raise ProtocolError("invalid_request", "device_code and session_id are required.")
@@ -94,3 +115,40 @@ class DeviceCodeGrant:
                 raise
             return await session_token_response(conn, d.keys, tenant, done.session, binding, now=now_dt,
                                                 refresh_token=done.account_token)
+
+    async def _issue_delegated(self, tenant: TenantIssuer, req: TokenRequest, start: AuthenticatedRequest
+                               ) -> GrantOutcome:
+        """The 1.0 poll: a sign-in independent of Session identity [S §5]."""
+        d = self._deps
+        now_dt, now, auth = start.now_dt, start.now, start.auth
+        client_id = auth.client_id
+        if not req.device_code:
+            raise ProtocolError("invalid_request", "device_code is required.")
+        async with d.pool.acquire() as conn:
+            resources = await protected_resources(conn, tenant) if req.resource is not None else None
+            binding = bind_access_token(d.nonces, tenant, req, now=now, resources=resources)
+            await d.claim_once([auth.one_time, *([binding.one_time] if binding.one_time else [])])
+            policy = await get_agent_policy(conn, tenant.tenant_id, client_id=client_id)
+            if not is_allowed(policy, client_id):
+                raise ProtocolError("unauthorized_client", "This agent may not sign in here.")
+            require_sign_in_metadata(auth.client.metadata)
+            polled = await self._store.poll(tenant.tenant_id, req.device_code, client_id=client_id,
+                                            user_id=NO_USER, now=now_dt)
+            if polled.status != "approved":
+                raise ProtocolError(*_REFUSALS[polled.status])
+            try:
+                done = await complete_delegated_sign_in(
+                    conn, tenant_id=tenant.tenant_id, client_id=client_id, account_id=polled.account_id or "",
+                    granted_scope=polled.granted_scope or "", sign_in_type="device", now=now_dt,
+                    requested_scope=polled.scope,
+                )
+            except ProtocolError:
+                raise  # the agent's problem: the code stays used
+            except Exception:
+                await self._store.give_back(tenant.tenant_id, polled.handle)
+                raise
+            await record_agent_seen(d, conn, tenant, auth, now=now_dt)
+            return await access_token_response(conn, d.keys, tenant, binding, client_id=client_id,
+                                               account_id=done.account_id, scope=done.scope,
+                                               sign_in_id=done.sign_in_id, now=now_dt,
+                                               refresh_token=done.account_token)

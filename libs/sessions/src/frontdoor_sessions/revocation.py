@@ -58,11 +58,7 @@ async def revoke_sign_ins(conn: asyncpg.Connection, tenant_id: str, sign_in_ids:
     )
     tokens = await revoke_tokens_of_sign_ins(conn, tenant_id, sign_in_ids, now=now)
     sessions = await sign_out_sessions(conn, tenant_id, sign_in_ids)
-    for r in rows:
-        if r["user_id"] is None:
-            # A 1.0 sign-in has no User ID, which the account.revoked payload (v1) requires;
-            # its Sessions' session.signed_out events below still report the revocation.
-            continue
+    for r in rows:  # user_id is None for a 1.0 sign-in (the v1 payload allows null)
         await record_event(conn, tenant_id, "account.revoked", {
             "sign_in_id": r["id"], "client_id": r["client_id"], "user_id": r["user_id"], "account": r["account_id"],
             "reason": reason,

@@ -16,6 +16,9 @@ Order matters for cost and for what an unauthenticated caller can learn:
    sign-out (PAP §4.9);
 8. a Session Token signed by the tenant's issuer key (`token_response`).
 
+A tenant that does not serve PAP 0.2 answers ``unsupported_grant_type`` before anything
+else (ADR 0004 §1: its metadata does not list the grant either).
+
 Cost: three Redis round trips and two SQL statements per new Session (the agent's
 "last seen" is written at most once a minute per process).
 """
@@ -59,6 +62,8 @@ class SessionGrant:
             raise GrantRefused(exc) from None
 
     async def _issue(self, tenant: TenantIssuer, req: TokenRequest) -> GrantOutcome:
+        if not tenant.settings.protocol.serves("0.2"):
+            raise ProtocolError("unsupported_grant_type", "This grant type is not supported here.")
         d = self._deps
         start = await d.authenticate(tenant, req)
         now_dt, now, auth = start.now_dt, start.now, start.auth

@@ -128,13 +128,17 @@ class SessionSignedOut(_Payload, frozen=True, kw_only=True):
 
 
 class AccountRevoked(_Payload, frozen=True, kw_only=True):
-    """A sign-in and every Account Token of it stopped working. ``sequence`` is the sign-in's."""
+    """A sign-in and every Account Token of it stopped working. ``sequence`` is the sign-in's.
+
+    ``user_id`` is null for a PAP 1.0 sign-in, which is independent of Session identity
+    (ADR 0004 §4): its access tokens (``sgn`` = ``sign_in_id``) stop working.
+    """
 
     sign_in_id: str
     client_id: ClientId
-    user_id: UserId
     account: AccountId
     reason: str
+    user_id: UserId | None = None
 
 
 class AgentBlocked(_Payload, frozen=True, kw_only=True):

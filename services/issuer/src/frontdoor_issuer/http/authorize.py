@@ -13,6 +13,11 @@ RFC 6749 §4.1.1 with PKCE (RFC 7636, ``S256`` only) and RFC 9207 ``iss``:
   or beyond what the tenant offers for Direct Sign-In (``invalid_scope``, PAP-4.4-02), Direct
   Sign-In off or the agent not allowed (``unauthorized_client``), the company's login not
   connected (``temporarily_unavailable``);
+- PAP 1.0 ([S §3], RFC 8252 §7.3): while the tenant serves 1.0, ``redirect_uri`` may
+  also be a loopback IP literal (``http://127.0.0.1:{port}/…``, ``http://[::1]:{port}/…``)
+  matching one the document registers, on any port. Such a code is redeemable only by a
+  1.0 redemption (no ``session_id``); a tenant serving only 1.0 also needs the document to
+  declare ``private_key_jwt`` [S §3], shown like a bad ``redirect_uri``;
 - a valid request creates a *direct* flow holding the request and sends the browser
   through the company's login (the handoff shared with Device Sign-In, `sign_in_pages`),
   then the consent page, whose decision redirects with a one-use ``code`` or
@@ -28,7 +33,7 @@ from urllib.parse import parse_qsl
 from frontdoor_core.errors import Unavailable
 from frontdoor_core.rate_limit import hit
 from frontdoor_httpkit import client_address
-from frontdoor_identity import ClientResolutionError, get_agent_policy, is_allowed
+from frontdoor_identity import ClientResolutionError, get_agent_policy, is_allowed, loopback_redirect_matches
 from frontdoor_protocol.errors import ProtocolError
 from frontdoor_protocol.scopes import format_scope
 from frontdoor_sessions import allowed_scopes, requested_scopes
@@ -101,10 +106,18 @@ async def authorize(slug: FromPath[str], request: Request[Any, Any, Any], state:
         return message(tenant, state, "This sign-in link is not valid",
                        "We could not identify the assistant that sent you here. Start again from your assistant.",
                        400)
-    if redirect_uri is None or redirect_uri not in client.metadata.redirect_uris:
+    serves_1_0 = tenant.settings.protocol.serves("1.0")
+    loopback = (redirect_uri is not None and serves_1_0 and redirect_uri not in client.metadata.redirect_uris
+                and loopback_redirect_matches(redirect_uri, client.metadata.loopback_redirect_uris))
+    only_1_0 = loopback or not tenant.settings.protocol.serves("0.2")
+    if redirect_uri is None or (redirect_uri not in client.metadata.redirect_uris and not loopback):
         return message(tenant, state, "This sign-in link is not valid",
                        "It would send you back to an address the assistant has not registered. "
                        "Nothing was shared; start again from your assistant.", 400)
+    if only_1_0 and not client.metadata.auth_method_declared:
+        return message(tenant, state, "This sign-in link is not valid",
+                       "The assistant's registration does not allow signing in here. Start again from your assistant.",
+                       400)
 
     # 2. From here every problem goes back to the agent, with state and iss.
     states = params.get("state", [])
@@ -141,7 +154,8 @@ async def authorize(slug: FromPath[str], request: Request[Any, Any, Any], state:
     flow = FlowState(tenant_id=tenant.tenant_id, kind="direct", client_id=client_id,
                      agent_name=client.metadata.client_name, requested_scope=list(scopes),
                      authorize_request={"redirect_uri": redirect_uri, "state": agent_state,
-                                        "code_challenge": challenge, "scope": format_scope(scopes)})
+                                        "code_challenge": challenge, "scope": format_scope(scopes),
+                                        **({"profile": "1.0"} if loopback else {})})
     handoff = await start_handoff(state, tenant, slug, flow)
     if handoff is None:
         return refuse("temporarily_unavailable", "Signing in at the company is not available right now.")

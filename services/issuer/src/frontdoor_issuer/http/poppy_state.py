@@ -15,21 +15,35 @@ echo nothing from the request.
   the agent policy, the ``jti`` claim (replay), the Session (created at first sight or
   checked) and the grant family. ``200 {"state", "session"?, "signed_in", "account"?,
   "scope"?}`` with ``state`` one of ``active``, ``ended``, ``mismatch``, ``replayed``,
-  ``refused``.
+  ``refused``. A Session seen for the first time lists its agent among the tenant's agents
+  (the dashboard), as the 0.2 Session grant does, at most once a minute per agent.
+
+Each endpoint is rate limited per resource-server credential (one-minute windows:
+`AGENT_KEYS_PER_CREDENTIAL_PER_MINUTE`, `SESSION_STATE_PER_CREDENTIAL_PER_MINUTE`); past
+the limit the answer is ``429 {"error": "rate_limited"}`` with ``Retry-After``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import datetime
 from typing import Any, TypeVar
 
 import msgspec
 from frontdoor_core.errors import Unavailable
+from frontdoor_core.rate_limit import hit
 from frontdoor_httpkit import BadBody, read_json
-from frontdoor_identity import ClientResolutionError, InvalidClientMetadata, get_agent_policy, is_allowed
+from frontdoor_identity import (
+    ClientResolutionError,
+    InvalidClientMetadata,
+    get_agent_policy,
+    is_allowed,
+    record_seen_delegated,
+)
 from frontdoor_sessions import ReplayCache, authenticate_credential
 from frontdoor_sessions.delegated_sessions import claim_session_jti, observe_delegated_session
+from frontdoor_sessions.throttle import Throttle
 from frontdoor_sessions.token_endpoint import TenantIssuer
 from litestar import Request, Response, post
 from litestar.datastructures import State
@@ -38,7 +52,19 @@ from litestar.params import FromPath
 from .discovery import not_found
 from .oauth_errors import NO_STORE, unavailable
 
-__all__ = ["agent_keys", "routes", "session_state"]
+__all__ = [
+    "AGENT_KEYS_PER_CREDENTIAL_PER_MINUTE",
+    "SESSION_STATE_PER_CREDENTIAL_PER_MINUTE",
+    "agent_keys",
+    "routes",
+    "session_state",
+]
+
+AGENT_KEYS_PER_CREDENTIAL_PER_MINUTE = 600
+"""Key loads per resource-server credential and minute (the sdk caches keys for ``max_age``)."""
+SESSION_STATE_PER_CREDENTIAL_PER_MINUTE = 20_000
+"""Session-state questions per resource-server credential and minute (one per 1.0 request)."""
+_SEEN = Throttle(60.0)  # per process: a 1.0 agent is listed at first sight, then at most once a minute
 
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="frontdoor-poppy"'}
 _MAX_BODY = 8192
@@ -77,9 +103,28 @@ def _error(code: str, status: int, description: str, headers: dict[str, str] | N
                     headers={**NO_STORE, **(headers or {})})
 
 
-async def _caller(slug: str, request: Request[Any, Any, Any], state: State, into: type[T]
-                  ) -> tuple[TenantIssuer, T] | Response[Any]:
-    """The tenant (serving 1.0) and the body, from a request with a live resource-server credential."""
+async def _limited(state: State, tenant: TenantIssuer, credential: str, *, endpoint: str, limit: int
+                   ) -> Response[Any] | None:
+    """Count one call of the credential; the 429 to send past ``limit``, else None."""
+    digest = hashlib.sha256(credential.encode()).hexdigest()[:32]
+    try:
+        allowed, reset = await hit(state.ctx.redis, f"poppy:{endpoint}:{tenant.tenant_id}:{digest}", limit=limit,
+                                   window_s=60)
+    except Exception:
+        return unavailable(5)
+    if allowed:
+        return None
+    return _error("rate_limited", 429, "Too many requests; retry later.", {
+        "Retry-After": str(reset),
+        "RateLimit-Policy": f'"poppy-{endpoint}";q={limit};w=60',
+        "RateLimit": f'"poppy-{endpoint}";r=0;t={reset}',
+    })
+
+
+async def _caller(slug: str, request: Request[Any, Any, Any], state: State, into: type[T], *, endpoint: str,
+                  limit: int) -> tuple[TenantIssuer, T] | Response[Any]:
+    """The tenant (serving 1.0) and the body, from a request with a live resource-server credential
+    within its rate limit."""
     ctx = state.ctx
     tenant = await ctx.tenant(slug)
     if tenant is None or not tenant.settings.protocol.serves("1.0"):
@@ -88,6 +133,9 @@ async def _caller(slug: str, request: Request[Any, Any, Any], state: State, into
     async with ctx.pool.acquire() as conn:
         if scheme.lower() != "bearer" or not await authenticate_credential(conn, tenant.tenant_id, credential.strip()):
             return _error("invalid_client", 401, "Authenticate with a resource-server credential.", _CHALLENGE)
+    refused = await _limited(state, tenant, credential.strip(), endpoint=endpoint, limit=limit)
+    if refused is not None:
+        return refused
     length = request.headers.get("content-length")
     if length is not None and (not length.isdigit() or int(length) > _MAX_BODY):
         return _error("invalid_request", 400, "The body is too large.")
@@ -100,7 +148,8 @@ async def _caller(slug: str, request: Request[Any, Any, Any], state: State, into
 
 @post("/{slug:str}/poppy/agent-keys", status_code=200)
 async def agent_keys(slug: FromPath[str], request: Request[Any, Any, Any], state: State) -> Response[Any]:
-    checked = await _caller(slug, request, state, AgentKeysRequest)
+    checked = await _caller(slug, request, state, AgentKeysRequest, endpoint="agent-keys",
+                            limit=AGENT_KEYS_PER_CREDENTIAL_PER_MINUTE)
     if isinstance(checked, Response):
         return checked
     tenant, body = checked
@@ -124,7 +173,8 @@ async def agent_keys(slug: FromPath[str], request: Request[Any, Any, Any], state
 
 @post("/{slug:str}/poppy/session-state", status_code=200)
 async def session_state(slug: FromPath[str], request: Request[Any, Any, Any], state: State) -> Response[Any]:
-    checked = await _caller(slug, request, state, SessionStateRequest)
+    checked = await _caller(slug, request, state, SessionStateRequest, endpoint="session-state",
+                            limit=SESSION_STATE_PER_CREDENTIAL_PER_MINUTE)
     if isinstance(checked, Response):
         return checked
     tenant, body = checked
@@ -146,11 +196,24 @@ async def session_state(slug: FromPath[str], request: Request[Any, Any, Any], st
             return Response({"state": "replayed", "signed_in": False}, status_code=200, headers=NO_STORE)
         seen = await observe_delegated_session(conn, tenant.tenant_id, client_id=body.client_id, sid=body.sid,
                                                sub=body.sub, agent_id=body.agent_id, now=now, sgn=body.sgn)
+        if seen.state == "active" and _SEEN.due((tenant.tenant_id, body.client_id)):
+            await record_seen_delegated(conn, tenant.tenant_id, body.client_id,
+                                        name=await _agent_name(state, body.client_id), now=now)
     out: dict[str, Any] = {"state": seen.state, "session": seen.session_id, "signed_in": seen.signed_in}
     if seen.signed_in:
         out["account"] = seen.account
         out["scope"] = seen.scope
     return Response(out, status_code=200, headers=NO_STORE)
+
+
+async def _agent_name(state: State, client_id: str) -> str | None:
+    """The agent's display name from its (normally cached) keys; None when they cannot load now."""
+    try:
+        keys = await state.agent_keys.get_keys(client_id)
+    except (ClientResolutionError, InvalidClientMetadata):
+        return None
+    name: str | None = keys.client_name
+    return name
 
 
 routes = [agent_keys, session_state]

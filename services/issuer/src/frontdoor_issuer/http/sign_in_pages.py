@@ -223,7 +223,8 @@ async def _direct_decision(state: State, tenant: TenantIssuer, flow: FlowState,
     codes: AuthorizationCodeStore = state.authorization_codes
     code = await codes.issue(tenant.tenant_id, IssuedCode(
         client_id=flow.client_id, redirect_uri=redirect_uri, code_challenge=str(request.get("code_challenge", "")),
-        requested_scope=" ".join(flow.requested_scope), scope=" ".join(granted), account_id=flow.account_id or ""),
+        requested_scope=" ".join(flow.requested_scope), scope=" ".join(granted), account_id=flow.account_id or "",
+        profile="1.0" if request.get("profile") == "1.0" else "0.2"),
         now=state.ctx.now())
     return authorization_redirect(redirect_uri, tenant.issuer, code=code, state=agent_state)
 
