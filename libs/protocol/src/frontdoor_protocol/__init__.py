@@ -224,6 +224,30 @@ from frontdoor_protocol.resource_request import (
     header_values,
     verify_resource_request,
 )
+from frontdoor_protocol.standard_webhooks import (
+    DEFAULT_WEBHOOK_TOLERANCE,
+    PUBLIC_KEY_PREFIX,
+    SECRET_PREFIX,
+    SIGNING_KEY_PREFIX,
+    WEBHOOK_ID_HEADER,
+    WEBHOOK_SIGNATURE_HEADER,
+    WEBHOOK_TIMESTAMP_HEADER,
+    WebhookKeys,
+    WebhookRefusal,
+    WebhookSignatureError,
+    format_public_key,
+    format_secret,
+    format_signing_key,
+    parse_public_key,
+    parse_secret,
+    parse_signature_header,
+    parse_signing_key,
+    sign_v1,
+    sign_v1a,
+    signature_header,
+    signed_content,
+    verify_webhook_signature,
+)
 
 __all__ += [
     "HeaderMultiMap",
@@ -267,4 +291,30 @@ __all__ += [
     "verify_access_token",
     "verify_delegated_request",
     "verify_poppy_session",
+]
+
+# Standard Webhooks signatures: the dispatcher signs and the sdk verifies with this one module.
+__all__ += [
+    "DEFAULT_WEBHOOK_TOLERANCE",
+    "PUBLIC_KEY_PREFIX",
+    "SECRET_PREFIX",
+    "SIGNING_KEY_PREFIX",
+    "WEBHOOK_ID_HEADER",
+    "WEBHOOK_SIGNATURE_HEADER",
+    "WEBHOOK_TIMESTAMP_HEADER",
+    "WebhookKeys",
+    "WebhookRefusal",
+    "WebhookSignatureError",
+    "format_public_key",
+    "format_secret",
+    "format_signing_key",
+    "parse_public_key",
+    "parse_secret",
+    "parse_signature_header",
+    "parse_signing_key",
+    "sign_v1",
+    "sign_v1a",
+    "signature_header",
+    "signed_content",
+    "verify_webhook_signature",
 ]

@@ -19,7 +19,10 @@ description (answered 400 with no challenge, nothing echoed [S §4]):
    ``exp``, if present, not passed; ``jti`` 1-256 characters.
 7. ``ath`` present exactly when an access token is sent, equal to its SHA-256 [S §3].
 
-Replay of ``jti`` and the Session's state are the caller's (they need storage).
+Replay of ``jti`` and the Session's state are the caller's (they need storage). So is the
+optional :class:`~frontdoor_protocol.delegation.DelegationCache` passed as ``delegations``:
+it skips re-parsing and re-verifying a delegation seen before, while every check of steps
+5 to 7 and the delegation's ``iss``, ``kid`` and times still run on each request.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import msgspec
 from joserfc.jwk import ECKey, KeySet
 
 from frontdoor_protocol.compact_jws import CompactJWS, MalformedJWS, parse_compact_jws, sign_compact_jws
-from frontdoor_protocol.delegation import parse_delegation, verify_delegation
+from frontdoor_protocol.delegation import DelegationCache, parse_delegation, verify_delegation
 from frontdoor_protocol.dpop_proof import access_token_hash
 from frontdoor_protocol.errors import ErrorCode, ProtocolError
 from frontdoor_protocol.http_target_uri import htu_normalize
@@ -89,6 +92,7 @@ class SessionHeader(msgspec.Struct, frozen=True, kw_only=True):
         jws: The Session JWT, parsed once.
         claims: Its claims (strict JSON), not yet trusted.
         delegation: The ``poppy_dlg`` delegation, parsed once.
+        delegation_token: The ``poppy_dlg`` value exactly as received (the delegation cache's key).
         client_id: The unverified ``iss``: whose identity keys to load.
         delegation_kid: The delegation's ``kid``: which identity key to use.
     """
@@ -96,6 +100,7 @@ class SessionHeader(msgspec.Struct, frozen=True, kw_only=True):
     jws: CompactJWS
     claims: dict[str, Any]
     delegation: CompactJWS
+    delegation_token: str
     client_id: str
     delegation_kid: str
 
@@ -158,12 +163,16 @@ def _check_client_id(value: object, allow_http_loopback: bool) -> str:
     return value
 
 
-def parse_poppy_session(value: str, *, allow_http_loopback: bool = False) -> SessionHeader:
+def parse_poppy_session(
+    value: str, *, allow_http_loopback: bool = False, delegations: DelegationCache | None = None
+) -> SessionHeader:
     """Parse a ``Poppy-Session`` value without trusting it (steps 2 and 3).
 
     Args:
         value: The header value from :func:`poppy_session_value`.
         allow_http_loopback: Development only: accept an ``http://`` loopback ``iss``.
+        delegations: The caller's cache of verified delegations: one seen before is not
+            parsed again.
 
     Returns:
         The parsed header; :attr:`SessionHeader.client_id` names the keys to load.
@@ -188,7 +197,8 @@ def parse_poppy_session(value: str, *, allow_http_loopback: bool = False) -> Ses
         raise _refuse("the Session JWT has no kid")
     if not isinstance(header.get("poppy_dlg"), str):
         raise _refuse("the Session JWT has no delegation")
-    delegation = parse_delegation(header["poppy_dlg"])
+    token = header["poppy_dlg"]
+    delegation = (delegations.parsed(token) if delegations is not None else None) or parse_delegation(token)
     try:
         claims = jws.claims()
     except MalformedJWS:
@@ -198,6 +208,7 @@ def parse_poppy_session(value: str, *, allow_http_loopback: bool = False) -> Ses
         jws=jws,
         claims=claims,
         delegation=delegation,
+        delegation_token=token,
         client_id=client_id,
         delegation_kid=str(delegation.header["kid"]),
     )
@@ -244,6 +255,7 @@ def verify_poppy_session(
     access_token: str | None,
     max_age: int = DEFAULT_SESSION_MAX_AGE,
     allow_http_loopback: bool = False,
+    delegations: DelegationCache | None = None,
 ) -> DelegatedSession:
     """Verify a parsed ``Poppy-Session`` JWT for one request (steps 3 to 7).
 
@@ -259,6 +271,7 @@ def verify_poppy_session(
         access_token: The token sent in ``Authorization``, or ``None``.
         max_age: Seconds ``iat`` may be before or after ``now``.
         allow_http_loopback: Development only: accept an ``http://`` loopback ``iss``.
+        delegations: The caller's cache of verified delegations (see the module docstring).
 
     Returns:
         The verified Session claims.
@@ -271,7 +284,11 @@ def verify_poppy_session(
     """
     htu_normalize(url)  # a bad request URL is the caller's bug, not the agent's
     client_id = _check_client_id(header.client_id, allow_http_loopback)
-    delegation = verify_delegation(header.delegation, client_id=client_id, identity_keys=identity_keys, now=now)
+    if delegations is None:
+        delegation = verify_delegation(header.delegation, client_id=client_id, identity_keys=identity_keys, now=now)
+    else:
+        delegation = delegations.verify(header.delegation_token, header.delegation, client_id=client_id,
+                                        identity_keys=identity_keys, now=now)
     jws = header.jws
     if not _same(str(jws.header["kid"]), delegation.jkt):
         raise _refuse("the Session JWT kid is not the delegated key thumbprint")

@@ -15,6 +15,16 @@ A delegation is the compact JWS carried in the ``poppy_dlg`` header of every
    present, ``0 < exp - iat <= 24 h``, not expired, ``iat`` not in the future beyond the
    skew; ``jti`` present. ``sub``, ``aud``, ``sid`` and ``agent_id`` are refused: a
    delegation names no user, company or agent [S §3; Q5].
+
+The same delegation arrives on every request of an agent for up to 24 hours. A
+:class:`DelegationCache`, owned by the caller and passed in, remembers what cannot change
+once a delegation verified: its parse, the imported ``cnf.jwk`` and its thumbprint, ``iss``,
+``iat``, ``exp`` and ``jti``. It is keyed by the exact compact string, and an entry is used
+only while the identity key that ``kid`` selects now is the one that verified it (same
+RFC 7638 thumbprint): a key rotated or removed in the agent's JWKS is a miss (or
+:class:`UnknownAgentKeyId`). The checks that depend on the request or the time still run
+on every call: ``kid`` and ``alg`` against the current identity keys, ``iss`` against the
+Session JWT's ``iss``, expiry and ``iat`` against ``now``.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ import msgspec
 from joserfc.errors import JoseError
 from joserfc.jwk import ECKey, JWKRegistry, Key, KeySet, RSAKey
 
+from frontdoor_protocol.bounded_cache import BoundedLRU
 from frontdoor_protocol.compact_jws import CompactJWS, MalformedJWS, parse_compact_jws, sign_compact_jws
 from frontdoor_protocol.dpop_proof import PRIVATE_JWK_MEMBERS
 from frontdoor_protocol.errors import ErrorCode, ProtocolError
@@ -44,7 +55,9 @@ __all__ = [
     "DELEGATION_ALGORITHMS",
     "DELEGATION_FORBIDDEN_CLAIMS",
     "DELEGATION_TYPE",
+    "DEFAULT_DELEGATION_CACHE_SIZE",
     "MAX_DELEGATION_LIFETIME",
+    "DelegationCache",
     "UnknownAgentKeyId",
     "VerifiedDelegation",
     "mint_delegation",
@@ -61,6 +74,8 @@ DELEGATION_ALGORITHMS: Final = frozenset({"ES256", "PS384"})
 DELEGATION_FORBIDDEN_CLAIMS: Final = frozenset({"sub", "aud", "sid", "agent_id"})
 """A delegation carries no User ID, company identifier, Session or Agent ID [S §3; Q5]."""
 DELEGATED_KEY_CURVE: Final = "P-256"
+DEFAULT_DELEGATION_CACHE_SIZE: Final = 10_000
+"""Delegations a :class:`DelegationCache` holds by default (one per active agent instance)."""
 
 _INVALID = ErrorCode.INVALID_SESSION
 
@@ -174,18 +189,132 @@ def verify_delegation(
         UnknownAgentKeyId: ``invalid_session``; no identity key has the ``kid``.
         ProtocolError: ``invalid_session`` for every other failed check.
     """
+    _, delegation = _verify(jws, _identity_keys_for(jws, identity_keys), client_id=client_id, now=now, skew=skew)
+    return delegation
+
+
+def _identity_keys_for(jws: CompactJWS, identity_keys: KeySet) -> tuple[Key, ...]:
     selected = select_verification_keys(identity_keys, kid=str(jws.header["kid"]), alg=jws.alg)
     if selected is KeyProblem.UNKNOWN_KID:
         raise UnknownAgentKeyId(_INVALID, "the delegation key is unknown")
     if isinstance(selected, KeyProblem):
         raise _refuse("the delegation alg does not fit its key")
-    if not any(signature_verifies(jws, key) for key in selected):
+    return selected
+
+
+def _verify(
+    jws: CompactJWS, selected: tuple[Key, ...], *, client_id: str, now: int, skew: int
+) -> tuple[Key, VerifiedDelegation]:
+    """The identity key whose signature verified, and the checked delegation."""
+    signer = next((key for key in selected if signature_verifies(jws, key)), None)
+    if signer is None:
         raise _refuse("the delegation signature is invalid")
     try:
         claims = jws.claims()
     except MalformedJWS:
         raise _refuse("the delegation claims are not a JSON object") from None
-    return _check_claims(claims, client_id=client_id, now=now, skew=skew, alg=jws.alg)
+    return signer, _check_claims(claims, client_id=client_id, now=now, skew=skew, alg=jws.alg)
+
+
+def _check_times(delegation: VerifiedDelegation, *, client_id: str, now: int, skew: int) -> None:
+    """What may change between two requests bearing one delegation: the client it is used for, and time."""
+    if delegation.client_id != client_id:
+        raise _refuse("the delegation iss is not the client")
+    if now >= delegation.exp + skew:
+        raise _refuse("the delegation has expired")
+    if delegation.iat > now + skew:
+        raise _refuse("the delegation is issued in the future")
+
+
+class _Remembered(msgspec.Struct, frozen=True, kw_only=True):
+    jws: CompactJWS
+    identity: Key
+    identity_jkt: str
+    delegation: VerifiedDelegation
+
+
+def _key_thumbprint(key: Key) -> str:
+    return jwk_thumbprint(key.as_dict(private=False))
+
+
+class DelegationCache:
+    """Delegations that verified, remembered by their exact compact string (see the module docstring).
+
+    The caller owns one per process (or per verifier) and passes it to
+    :func:`~frontdoor_protocol.delegated_session.parse_poppy_session` and
+    :func:`~frontdoor_protocol.delegated_session.verify_poppy_session` (or the
+    ``delegated_request`` functions). Nothing that failed a check is stored. Bounded: past
+    ``maxsize`` the least recently used delegation is dropped.
+
+    Args:
+        maxsize: The most delegations held.
+
+    Raises:
+        ValueError: For ``maxsize < 1``.
+    """
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, maxsize: int = DEFAULT_DELEGATION_CACHE_SIZE) -> None:
+        self._entries: BoundedLRU[str, _Remembered] = BoundedLRU(maxsize)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def maxsize(self) -> int:
+        """The most delegations held."""
+        return self._entries.maxsize
+
+    def __contains__(self, compact: object) -> bool:
+        return compact in self._entries
+
+    def parsed(self, compact: str) -> CompactJWS | None:
+        """The parse of a delegation that verified before, or ``None`` (then parse it)."""
+        entry = self._entries.get(compact)
+        return None if entry is None else entry.jws
+
+    def verify(
+        self,
+        compact: str,
+        jws: CompactJWS,
+        *,
+        client_id: str,
+        identity_keys: KeySet,
+        now: int,
+        skew: int = DEFAULT_CLOCK_SKEW,
+    ) -> VerifiedDelegation:
+        """:func:`verify_delegation`, skipping the signature and claims work for a delegation seen before.
+
+        Args:
+            compact: The delegation exactly as received (the ``poppy_dlg`` value).
+            jws: Its parse (:meth:`parsed` or :func:`parse_delegation`).
+            client_id: The Session JWT's ``iss``.
+            identity_keys: The agent's identity keys now.
+            now: The current time, in seconds since the epoch.
+            skew: Seconds of clock difference tolerated on ``iat`` and ``exp``.
+
+        Returns:
+            The verified delegation.
+
+        Raises:
+            UnknownAgentKeyId: ``invalid_session``; no identity key has the ``kid`` (any more).
+            ProtocolError: ``invalid_session`` for every other failed check, cached or not.
+        """
+        selected = _identity_keys_for(jws, identity_keys)
+        entry = self._entries.get(compact)
+        if entry is not None:
+            for key in selected:
+                if key is entry.identity or _key_thumbprint(key) == entry.identity_jkt:
+                    _check_times(entry.delegation, client_id=client_id, now=now, skew=skew)
+                    if key is not entry.identity:  # the JWKS was re-imported: the next hit is by identity
+                        self._entries.put(compact, msgspec.structs.replace(entry, identity=key))
+                    return entry.delegation
+        signer, delegation = _verify(jws, selected, client_id=client_id, now=now, skew=skew)
+        self._entries.put(
+            compact, _Remembered(jws=jws, identity=signer, identity_jkt=_key_thumbprint(signer), delegation=delegation)
+        )
+        return delegation
 
 
 def _check_claims(claims: Mapping[str, Any], *, client_id: str, now: int, skew: int, alg: str) -> VerifiedDelegation:

@@ -33,6 +33,7 @@ from joserfc.errors import JoseError
 from joserfc.jwk import JWKRegistry, Key
 
 from frontdoor_protocol.base64url import b64url_encode
+from frontdoor_protocol.bounded_cache import BoundedLRU
 from frontdoor_protocol.compact_jws import MalformedJWS, parse_compact_jws
 from frontdoor_protocol.errors import ErrorCode, ProtocolError
 from frontdoor_protocol.http_target_uri import htu_normalize
@@ -108,9 +109,11 @@ def access_token_hash(access_token: str) -> str:
 
 # An agent proves with the same key on every request: importing a JWK and hashing its
 # thumbprint is a third of a resource check's CPU, so the verified result is remembered
-# per (exact key members, alg). Bounded; a plain dict cleared when full.
-_KEY_CACHE: dict[tuple[tuple[tuple[str, str], ...], str], tuple[Key, str]] = {}
-_KEY_CACHE_MAX = 4096
+# per (exact key members, alg). A pure function of its key, so one process-wide bounded
+# LRU serves every caller (the delegation cache of PAP 1.0 is the same BoundedLRU, owned
+# by its caller because its hits depend on the caller's identity keys).
+_KEY_CACHE_MAX: Final = 4096
+_KEY_CACHE: Final[BoundedLRU[tuple[tuple[tuple[str, str], ...], str], tuple[Key, str]]] = BoundedLRU(_KEY_CACHE_MAX)
 
 
 def _public_key(jwk: object, alg: str) -> tuple[Key, str]:
@@ -127,9 +130,7 @@ def _public_key(jwk: object, alg: str) -> tuple[Key, str]:
             return hit
     result = _import_public_key(jwk, alg)
     if cache_key is not None:
-        if len(_KEY_CACHE) >= _KEY_CACHE_MAX:
-            _KEY_CACHE.clear()
-        _KEY_CACHE[cache_key] = result
+        _KEY_CACHE.put(cache_key, result)
     return result
 
 

@@ -8,7 +8,9 @@ Order, cheapest and most local first (ADR 0004 §3, §6):
    cached per client for the ``max_age`` Frontdoor gives; an unknown delegation ``kid``
    asks again, at most every 30 s per client) and, when an access token came, the
    issuer's keys from the JWKS cache.
-3. :func:`frontdoor_protocol.verify_delegated_request`: the delegation, the Session JWT
+3. :func:`frontdoor_protocol.verify_delegated_request`: the delegation (a delegation that
+   verified before is remembered in the path's :class:`~frontdoor_protocol.DelegationCache`,
+   keyed by its exact string and the identity key that verified it), the Session JWT
    (``aud`` = the issuer, ``htm``/``htu``, ``iat`` within ``session_max_age``), ``ath``, the
    access token (RFC 9068, same client) and its DPoP proof.
 4. The Session JWT's ``jti`` in the sdk's own replay cache, then ``POST
@@ -30,6 +32,7 @@ from frontdoor_protocol import (
     ChallengeScheme,
     DelegatedCaller,
     DelegatedRequest,
+    DelegationCache,
     ErrorCode,
     ProtocolError,
     RequestHeaders,
@@ -92,6 +95,7 @@ class DelegatedPath:
         clock: The time source.
         session_max_age: Seconds a Session JWT's ``iat`` may be away from now (±).
         allow_http_loopback: Accept ``http://`` loopback client IDs and URLs (dev only).
+        delegations: The verified-delegation cache; a new one (10,000 delegations) if omitted.
     """
 
     def __init__(
@@ -105,6 +109,7 @@ class DelegatedPath:
         clock: Clock,
         session_max_age: int,
         allow_http_loopback: bool,
+        delegations: DelegationCache | None = None,
     ) -> None:
         self._issuer = issuer
         self._agent_keys = agent_keys
@@ -114,6 +119,12 @@ class DelegatedPath:
         self._clock = clock
         self._max_age = session_max_age
         self._loopback = allow_http_loopback
+        self._delegations = delegations if delegations is not None else DelegationCache()
+
+    @property
+    def delegations(self) -> DelegationCache:
+        """The verified-delegation cache: pass it to ``parse_delegated_request`` too."""
+        return self._delegations
 
     async def verify(
         self,
@@ -210,6 +221,7 @@ class DelegatedPath:
                 audiences=audiences,
                 max_age=self._max_age,
                 allow_http_loopback=self._loopback,
+                delegations=self._delegations,
             )
         except ProtocolError:
             raise  # UnknownKeyId included: the caller reloads keys

@@ -9,6 +9,7 @@ or a proof replayed to another replica within its minute would be accepted there
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Final, Protocol
 
 from frontdoor_sdk.clock import Clock, epoch_seconds, utc_now
@@ -66,7 +67,9 @@ class InMemoryReplayCache:
         return True
 
     def _purge(self, now: float) -> None:
-        for key, until in list(self._entries.items())[:64]:
+        # At most 64 of the oldest entries per call: islice, never a copy of the whole dict
+        # (list(items()) made every request O(entries), ~0.3 ms at a few thousand).
+        for key, until in list(islice(self._entries.items(), 64)):
             if until >= now:
                 break
             del self._entries[key]

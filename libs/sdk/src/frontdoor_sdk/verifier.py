@@ -263,7 +263,8 @@ class FrontdoorVerifier:
             if poppy_session_value(headers) is None:
                 raise ProtocolError(ErrorCode.INVALID_SESSION, "this resource needs a Poppy-Session header")
             try:
-                request = parse_delegated_request(headers=headers, url=url, allow_http_loopback=self._loopback)
+                request = parse_delegated_request(headers=headers, url=url, allow_http_loopback=self._loopback,
+                                                  delegations=self._delegated.delegations)
             except ValueError:
                 raise ProtocolError(ErrorCode.INVALID_SESSION, "the request URL is not valid") from None
             return await self._delegated.verify(

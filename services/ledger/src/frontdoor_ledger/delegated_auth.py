@@ -24,6 +24,7 @@ from frontdoor_identity import ClientResolutionError, InvalidClientMetadata, get
 from frontdoor_operations.rules import CallerView
 from frontdoor_protocol import (
     ChallengeScheme,
+    DelegationCache,
     ErrorCode,
     ProtocolError,
     Surface,
@@ -44,6 +45,10 @@ __all__ = ["DelegatedCallerView", "authenticate_delegated", "delegated_refusal"]
 _NO_STORE = {"Cache-Control": "no-store"}
 _KEYS_RETRY_AFTER = 30
 _SESSION_CODES = frozenset({ErrorCode.INVALID_SESSION, ErrorCode.SESSION_ENDED})
+_DELEGATIONS = DelegationCache()
+"""The process's verified delegations (ADR 0004 §3 step 4): an agent's delegation is parsed and
+verified once, then only its kid, iss and times are checked again (keyed by the exact string
+and the identity key that verified it, so a rotated agent key misses)."""
 
 
 class DelegatedCallerView(CallerView, frozen=True, kw_only=True):
@@ -135,7 +140,7 @@ async def _authenticate(ctx: LedgerContext, tenant: LedgerTenant, request: Reque
     headers = list(request.headers.multi_items())
     dev = ctx.settings.is_dev
     try:
-        delegated = parse_delegated_request(headers=headers, url=url, allow_http_loopback=dev)
+        delegated = parse_delegated_request(headers=headers, url=url, allow_http_loopback=dev, delegations=_DELEGATIONS)
     except ProtocolError as error:
         raise _Refusal(delegated_refusal(error)) from None
     scheme_name = delegated.scheme.value if delegated.scheme is not None else None
@@ -148,7 +153,7 @@ async def _authenticate(ctx: LedgerContext, tenant: LedgerTenant, request: Reque
             try:
                 verified = verify_delegated_request(
                     delegated, method=request.method, url=url, identity_keys=agent_keys, issuer_keys=issuer_keys,
-                    issuer=tenant.issuer, now=epoch, allow_http_loopback=dev)
+                    issuer=tenant.issuer, now=epoch, allow_http_loopback=dev, delegations=_DELEGATIONS)
                 break
             except UnknownAgentKeyId:
                 # An unknown delegation kid: reload the agent's keys once (the directory limits reloads).
