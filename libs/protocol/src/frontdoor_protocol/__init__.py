@@ -181,6 +181,7 @@ from frontdoor_protocol.access_token import (
     mint_access_token,
     verify_access_token,
 )
+from frontdoor_protocol.bounded_cache import BoundedLRU
 from frontdoor_protocol.delegated_request import (
     DelegatedCaller,
     DelegatedRequest,
@@ -201,8 +202,10 @@ from frontdoor_protocol.delegated_session import (
     verify_poppy_session,
 )
 from frontdoor_protocol.delegation import (
+    DEFAULT_DELEGATION_CACHE_SIZE,
     DELEGATION_TYPE,
     MAX_DELEGATION_LIFETIME,
+    DelegationCache,
     UnknownAgentKeyId,
     VerifiedDelegation,
     mint_delegation,
@@ -277,6 +280,9 @@ __all__ += [
     "SessionHeader",
     "UnknownAgentKeyId",
     "VerifiedDelegation",
+    "BoundedLRU",
+    "DEFAULT_DELEGATION_CACHE_SIZE",
+    "DelegationCache",
     "build_protected_resource_metadata",
     "check_discovery_documents",
     "domain_resource",
