@@ -27,6 +27,7 @@ from frontdoor_sdk import (
     FrontdoorLedger,
     FrontdoorMiddleware,
     FrontdoorVerifier,
+    JoinCallback,
     WebhookVerifier,
     company_protected_resource_metadata,
     issuer_key_source,
@@ -50,6 +51,7 @@ from northwind.browser import browser_router
 from northwind.catalog import Order, Product
 from northwind.config import NorthwindConfig
 from northwind.conversations import conversation_router
+from northwind.join import JOIN_CALLBACK_PATH, JOINED_PAGE_PATH, join_router
 from northwind.login import login_router
 from northwind.mcp_server import build_mcp_server
 from northwind.mediated import mediated_router
@@ -162,6 +164,10 @@ def create_app(config: NorthwindConfig) -> Litestar:
     mcp_server = build_mcp_server(ordering)
     # Agents' browsers join their Sessions here (PAP §5); Frontdoor checks the assertions.
     browser = BrowserJoin(config.issuer, config.credential, http=config.http_client)
+    # PAP 1.0 joins end here: Frontdoor hosts the join, Northwind keeps its own cookie (ADR 0004 §8).
+    join = JoinCallback(config.issuer, config.credential, callback_url=f"{config.origin}{JOIN_CALLBACK_PATH}",
+                        cookie_secret=config.join_cookie_secret, http=config.http_client, clock=config.clock,
+                        landing=JOINED_PAGE_PATH)
     # The customer's connected-agents page lists and disconnects agents through Frontdoor.
     accounts = FrontdoorAccounts(config.issuer, config.credential, http=config.http_client)
     # The login page fetches the issuer's JWKS to verify login requests.
@@ -171,7 +177,7 @@ def create_app(config: NorthwindConfig) -> Litestar:
     @asynccontextmanager
     async def lifespan(_: Litestar) -> AsyncIterator[None]:
         try:
-            async with verifier, browser, accounts, mcp_server.session_manager.run():
+            async with verifier, browser, join, accounts, mcp_server.session_manager.run():
                 yield
         finally:
             if ledger is not None:
@@ -198,6 +204,7 @@ def create_app(config: NorthwindConfig) -> Litestar:
         login_router(config, issuer_keys, clock),
         mediated_router(config, issuer_keys, clock),  # Mediated Sign-In's relay (PAP §4.7)
         browser_router(browser),  # agents' browsers (PAP §5)
+        join_router(join),  # agents' browsers joined by Frontdoor's hosted 1.0 join
         account_router(config, accounts),  # the customer's connected agents
     ]
     if ordering is not None and ledger is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,8 @@ class NorthwindConfig:
             operations, and its ordering routes, MCP tools and operation pages do not exist.
         webhook_secret: The perform webhook endpoint's secret (``whsec_...``), or several
             while rotating. ``None`` (the default): ``POST /webhooks/frontdoor`` does not exist.
+        join_cookie_secret: MACs the cookie of PAP 1.0 joined browsers (``/poppy/join``);
+            the same on every replica. Generated when omitted (one process only).
         expose_test_hooks: Serve ``GET /_test/performed/{operation_id}`` (how many times an
             operation was performed). Tests and conformance runs only; never in production.
     """
@@ -62,6 +65,7 @@ class NorthwindConfig:
     ledger_url: str | None = None
     webhook_secret: str | tuple[str, ...] | None = field(default=None, repr=False)  # a secret
     expose_test_hooks: bool = False
+    join_cookie_secret: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)  # a secret
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.public_url)

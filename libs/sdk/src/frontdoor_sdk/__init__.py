@@ -193,3 +193,15 @@ __all__ += [
     "SessionStateRefused",
     "SessionStateUnavailable",
 ]
+
+# PAP 1.0: the callback Frontdoor's hosted browser join ends at (ADR 0004 §8).
+from frontdoor_sdk.join_callback import (  # noqa: E402
+    JOIN_COOKIE,
+    JoinAnswer,
+    JoinCallback,
+    JoinedBrowser,
+    JoinStateUnavailable,
+    JoinView,
+)
+
+__all__ += ["JOIN_COOKIE", "JoinAnswer", "JoinCallback", "JoinStateUnavailable", "JoinView", "JoinedBrowser"]
