@@ -112,3 +112,18 @@ def test_verify_checks_signature_and_tolerance() -> None:
         verify(secret, {"webhook-id": MSG}, BODY, now=1_000_000)
     with pytest.raises(WebhookVerificationError, match="timestamp"):
         verify(secret, {**headers, "webhook-timestamp": "soon"}, BODY, now=1_000_000)
+
+
+@pytest.mark.parametrize("bad", ["whsec_!!!!", "whsec_" + base64.b64encode(b"k" * 16).decode(),
+                                 "whsec_" + base64.b64encode(b"k" * 65).decode(), "whsk_" + "A" * 43 + "="])
+def test_the_dispatcher_and_the_sdk_refuse_a_secret_with_the_same_words(bad: str) -> None:
+    # One parser (frontdoor_protocol.parse_secret) behind signing and the sdk's WebhookVerifier.
+    from frontdoor_protocol import parse_secret
+    from frontdoor_sdk import WebhookVerifier
+
+    messages = set()
+    for use in (lambda: sign(bad, MSG, 1, BODY), lambda: WebhookVerifier(bad), lambda: parse_secret(bad)):
+        with pytest.raises(ValueError) as info:
+            use()
+        messages.add(str(info.value))
+    assert len(messages) == 1 and bad.partition("_")[2][:6] not in messages.pop()

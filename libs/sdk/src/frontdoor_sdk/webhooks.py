@@ -43,19 +43,23 @@ Example (Litestar)::
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import hmac
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 import msgspec
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from frontdoor_protocol import RequestHeaders, header_values
+from frontdoor_protocol import (
+    DEFAULT_WEBHOOK_TOLERANCE,
+    PUBLIC_KEY_PREFIX,
+    RequestHeaders,
+    WebhookKeys,
+    WebhookSignatureError,
+    parse_public_key,
+    parse_secret,
+    sign_v1,
+    verify_webhook_signature,
+)
 
 from frontdoor_sdk.clock import Clock, utc_now
 from frontdoor_sdk.replay_cache import InMemoryReplayCache, ReplayCache
@@ -69,17 +73,9 @@ __all__ = [
     "sign_webhook",
 ]
 
-DEFAULT_TOLERANCE: Final = 300.0
+DEFAULT_TOLERANCE: Final = float(DEFAULT_WEBHOOK_TOLERANCE)
 """Seconds a delivery's timestamp may be away from now, either way (Standard Webhooks: 5 minutes)."""
-SECRET_PREFIX: Final = "whsec_"
-PUBLIC_KEY_PREFIX: Final = "whpk_"
-_ED25519_KEY: Final = 32
-_ED25519_SIGNATURE: Final = 64
 _MAX_BODY: Final = 1024 * 1024
-_MAX_ID: Final = 255
-_MAX_SIGNATURE_HEADER: Final = 8192
-_MIN_KEY: Final = 16
-_MAX_KEY: Final = 128
 _DEFAULT: Final[Any] = object()
 
 WebhookRefusedReason = Literal[
@@ -138,35 +134,10 @@ class WebhookEvent:
     payload: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
-def _key(secret: str) -> bytes:
-    if not isinstance(secret, str) or not secret:
-        raise ValueError("a webhook secret must be a non-empty whsec_... string")
-    if secret.startswith(PUBLIC_KEY_PREFIX):
+def _secret(value: str) -> bytes:
+    if isinstance(value, str) and value.startswith(PUBLIC_KEY_PREFIX):
         raise ValueError("a whpk_ public key is not a secret: pass it as public_keys=")
-    encoded = secret.removeprefix(SECRET_PREFIX)
-    try:
-        key = base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError):
-        raise ValueError("a webhook secret must be whsec_ followed by base64") from None  # never echo it
-    if not _MIN_KEY <= len(key) <= _MAX_KEY:
-        raise ValueError(f"a webhook secret's key must be {_MIN_KEY} to {_MAX_KEY} bytes")
-    return key
-
-
-def _public_key(value: str) -> Ed25519PublicKey:
-    if not isinstance(value, str) or not value.startswith(PUBLIC_KEY_PREFIX):
-        raise ValueError("a webhook public key must be a whpk_... string")
-    try:
-        raw = base64.b64decode(value[len(PUBLIC_KEY_PREFIX):], validate=True)
-    except (binascii.Error, ValueError):
-        raise ValueError("a webhook public key must be whpk_ followed by base64") from None
-    if len(raw) != _ED25519_KEY:
-        raise ValueError(f"a webhook public key holds {_ED25519_KEY} bytes (Ed25519)")
-    return Ed25519PublicKey.from_public_bytes(raw)
-
-
-def _signature(key: bytes, msg_id: str, timestamp: int, body: bytes) -> bytes:
-    return hmac.new(key, f"{msg_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
+    return parse_secret(value)
 
 
 def sign_webhook(secret: str, msg_id: str, timestamp: int | datetime, body: bytes) -> str:
@@ -181,22 +152,7 @@ def sign_webhook(secret: str, msg_id: str, timestamp: int | datetime, body: byte
         body: The exact body bytes.
     """
     seconds = int(timestamp.timestamp()) if isinstance(timestamp, datetime) else int(timestamp)
-    return "v1," + base64.b64encode(_signature(_key(secret), msg_id, seconds, body)).decode()
-
-
-def _ed25519_verifies(key: Ed25519PublicKey, signature: bytes, content: bytes) -> bool:
-    try:
-        key.verify(signature, content)
-    except InvalidSignature:
-        return False
-    return True
-
-
-def _one(headers: RequestHeaders, name: str) -> str:
-    values = header_values(headers, name)
-    if len(values) != 1 or not values[0].strip():
-        raise WebhookVerificationError("missing_header", f"exactly one {name} header is required")
-    return values[0].strip()
+    return sign_v1(secret, msg_id, seconds, body)
 
 
 class _Payload(msgspec.Struct):
@@ -225,7 +181,7 @@ class WebhookVerifier:
         max_body: The largest body accepted, in bytes.
 
     Raises:
-        ValueError: If a secret is not ``whsec_`` + base64 of 16 to 128 bytes, a public
+        ValueError: If a secret is not ``whsec_`` + base64 of 24 to 64 bytes, a public
             key is not ``whpk_`` + base64 of 32 bytes, or neither is given.
     """
 
@@ -246,8 +202,8 @@ class WebhookVerifier:
             raise ValueError("at least one webhook secret (or public key) is required")
         if tolerance <= 0:
             raise ValueError("tolerance must be positive")
-        self._keys = tuple(_key(value) for value in values)
-        self._public_keys = tuple(_public_key(value) for value in public)
+        self._keys = WebhookKeys(tuple(_secret(value) for value in values),
+                                 tuple(parse_public_key(value) for value in public))
         self._tolerance = tolerance
         self._clock = clock or utc_now
         self._replays: ReplayCache | None = (
@@ -257,7 +213,7 @@ class WebhookVerifier:
         self._max_body = max_body
 
     def __repr__(self) -> str:
-        return (f"WebhookVerifier({len(self._keys)} secret(s), {len(self._public_keys)} public key(s),"
+        return (f"WebhookVerifier({len(self._keys.secrets)} secret(s), {len(self._keys.public_keys)} public key(s),"
                 f" tolerance={self._tolerance:g}s)")  # never a secret
 
     def check_signature(self, body: bytes, headers: RequestHeaders) -> tuple[str, datetime]:
@@ -272,38 +228,11 @@ class WebhookVerifier:
         """
         if len(body) > self._max_body:
             raise WebhookVerificationError("too_large", "the webhook body is too large")
-        msg_id = _one(headers, "webhook-id")
-        raw_timestamp = _one(headers, "webhook-timestamp")
-        signatures = _one(headers, "webhook-signature")
-        if len(msg_id) > _MAX_ID or len(signatures) > _MAX_SIGNATURE_HEADER:
-            raise WebhookVerificationError("missing_header", "a webhook header is too long")
-        if not (raw_timestamp.isascii() and raw_timestamp.isdigit()) or len(raw_timestamp) > 12:
-            raise WebhookVerificationError("bad_timestamp", "webhook-timestamp must be integer seconds")
-        timestamp = int(raw_timestamp)
-        now = self._clock().timestamp()
-        if timestamp < now - self._tolerance:
-            raise WebhookVerificationError("too_old", "the webhook timestamp is too old")
-        if timestamp > now + self._tolerance:
-            raise WebhookVerificationError("too_new", "the webhook timestamp is in the future")
-        expected = [_signature(key, msg_id, timestamp, body) for key in self._keys]
-        content = f"{msg_id}.{timestamp}.".encode() + body
-        matched = False
-        for entry in signatures.split(" "):
-            version, _, encoded = entry.partition(",")
-            if version not in ("v1", "v1a") or not encoded:
-                continue  # other schemes and empty entries are not ours
-            try:
-                candidate = base64.b64decode(encoded, validate=True)
-            except (binascii.Error, ValueError):
-                continue
-            if version == "v1":
-                for signature in expected:
-                    # Compare every pair: no early exit that would time which one matched.
-                    matched |= hmac.compare_digest(candidate, signature)
-            elif len(candidate) == _ED25519_SIGNATURE:
-                matched |= any(_ed25519_verifies(key, candidate, content) for key in self._public_keys)
-        if not matched:
-            raise WebhookVerificationError("bad_signature", "no webhook signature matches")
+        try:
+            msg_id, timestamp = verify_webhook_signature(self._keys, headers, body, now=self._clock().timestamp(),
+                                                         tolerance=self._tolerance)
+        except WebhookSignatureError as refused:
+            raise WebhookVerificationError(refused.reason, str(refused)) from None
         return msg_id, datetime.fromtimestamp(timestamp, UTC)
 
     async def verify(self, body: bytes, headers: RequestHeaders) -> WebhookEvent:
