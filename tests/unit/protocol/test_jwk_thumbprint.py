@@ -42,3 +42,9 @@ def test_rfc7638_incomplete_keys_are_refused(jwk: dict[str, object]) -> None:
     """RFC 7638 §3.2: every required member must be present."""
     with pytest.raises(ValueError):
         jwk_thumbprint(jwk)
+
+
+def test_rfc7638_non_ascii_members_are_refused() -> None:
+    """Required members are names or base64url (RFC 7518 §6): a non-ASCII one is no key."""
+    with pytest.raises(ValueError):
+        jwk_thumbprint({"kty": "EC", "crv": "P-256", "x": "é" * 43, "y": "A" * 43})

@@ -234,7 +234,7 @@ class _Remembered(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _key_thumbprint(key: Key) -> str:
-    return jwk_thumbprint(key.as_dict(private=False))
+    return key.thumbprint()  # RFC 7638, joserfc's key API
 
 
 class DelegationCache:

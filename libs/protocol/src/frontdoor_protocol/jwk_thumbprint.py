@@ -4,17 +4,19 @@ The thumbprint is the base64url SHA-256 of the key's required public members onl
 JSON with the member names in lexicographic order and no whitespace (RFC 7638 §3.2,
 §3.3). Optional members (``kid``, ``use``, ``alg``) do not change it, so the same key
 always has the same thumbprint whatever metadata travels with it.
+
+The hashing is joserfc's (:func:`joserfc.jwk.thumbprint`, as ``Key.thumbprint()`` uses);
+this module only chooses the required members of a decoded JWK, and refuses a JWK that
+lacks one, before any key is imported (a DPoP proof's or a delegation's ``jwk``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
-from frontdoor_protocol.base64url import b64url_encode
+from joserfc.jwk import thumbprint as _joserfc_thumbprint
 
 __all__ = ["THUMBPRINT_MEMBERS", "jwk_thumbprint"]
 
@@ -41,7 +43,8 @@ def jwk_thumbprint(jwk: Mapping[str, object]) -> str:
 
     Raises:
         ValueError: When ``kty`` is not one of ``EC``, ``RSA``, ``OKP``, ``oct`` or a
-            required member is missing, empty or not a string.
+            required member is missing, empty, not a string or not ASCII (every required
+            member is a registered name or base64url, RFC 7518 §6).
     """
     kty = jwk.get("kty")
     names = THUMBPRINT_MEMBERS.get(kty) if isinstance(kty, str) else None
@@ -52,6 +55,8 @@ def jwk_thumbprint(jwk: Mapping[str, object]) -> str:
         value = jwk.get(name)
         if not isinstance(value, str) or not value:
             raise ValueError("JWK lacks a required member")
+        if not value.isascii():
+            # joserfc escapes non-ASCII; RFC 7638 §3.3 hashes UTF-8. No valid key has any.
+            raise ValueError("JWK member is not ASCII")
         members[name] = value
-    canonical = json.dumps(members, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
-    return b64url_encode(hashlib.sha256(canonical.encode("utf-8")).digest())
+    return _joserfc_thumbprint(members)
