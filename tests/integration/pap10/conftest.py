@@ -192,3 +192,31 @@ async def publish_company(shop: Shop1, web: MockWeb, dns: Any, *, published: str
         assert r.status_code == 200, r.text
         web.serve(f"https://{domain}{path}", json=r.json())
     return domain
+
+
+@pytest.fixture
+def store(runtime: Any, clock: ShiftableClock) -> Any:
+    from frontdoor_sessions import DeviceStore
+
+    return DeviceStore(runtime.redis, clock=clock)
+
+
+async def sign_in(shop: Shop1, agent: Pap10Agent, web: MockWeb, store: Any, account: str, *,
+                  scope: str = "poppy:read poppy:write", granted: str | None = None) -> httpx.Response:
+    """Device Sign-In without a Session [S §5]: the user approves (through the store), the agent polls."""
+    from tests.support.pap10_agent import Discovery
+
+    meta = (await shop.issuer.get(f"/.well-known/oauth-authorization-server/{shop.tenant.slug}")).json()
+    found = Discovery(domain="", poppy={}, resource_metadata={}, issuer_metadata=meta)
+    async with agent_http(shop, web) as http:
+        started = await agent.start_device(http, found, scope)
+        pending = await store.find_by_user_code(shop.tenant.id, started["user_code"])
+        assert pending is not None
+        assert await store.approve(shop.tenant.id, pending.handle, account, granted or scope)
+        return await agent.poll_device(http, found, started["device_code"])
+
+
+def discovery_of(meta: dict[str, Any]) -> Any:
+    from tests.support.pap10_agent import Discovery
+
+    return Discovery(domain="", poppy={}, resource_metadata={}, issuer_metadata=meta)

@@ -35,6 +35,7 @@ class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
     scope: str | None
     bound_account: str | None = None
     sign_in_id: str | None = None
+    profile: str = "0.2"  # "1.0" for a Session the agent named (ADR 0004 §5)
 
     @property
     def live(self) -> bool:
@@ -46,7 +47,7 @@ class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _COLS = ("tenant_id, id, client_id, user_id, created_at, last_used_at, ended_at, signed_in_at, account_id, scope,"
-         " bound_account, sign_in_id")
+         " bound_account, sign_in_id, profile")
 
 
 def _rec(row: asyncpg.Record) -> SessionRecord:

@@ -126,7 +126,7 @@ async def _live_session(ctx: LedgerContext, tenant: LedgerTenant, session_id: st
 
 def _owner_account(session: Any, caller: CallerRef) -> str | None:
     """The account a proposal binds to: the 1.0 request's token account, or the 0.2 Session's sign-in."""
-    if getattr(session, "profile", "0.2") == "1.0":
+    if session.profile == "1.0":
         return caller.account
     account: str | None = session.account_id if session.signed_in else None
     if caller.account is not None and caller.account != account:
