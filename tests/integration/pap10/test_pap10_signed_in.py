@@ -144,3 +144,34 @@ async def test_a_refreshed_access_token_works(shop: Shop1, agent: Pap10Agent, us
     assert r.status_code == 200, r.text
     assert agent.tokens.access_token != before
     assert (await shop.read(agent, user, op["operation_id"])).status_code == 200
+
+
+async def test_a_dpop_bound_access_token_needs_its_proof(shop: Shop1, web: MockWeb, clock: ShiftableClock,
+                                                         user: Session, store: Any, db: Any) -> None:
+    # ADR 0004 §4: a token request with a DPoP proof gets a DPoP-bound token (cnf.jkt); at a
+    # resource it needs the DPoP scheme and a proof by that key [S §3 "validate DPoP separately"].
+    agent = new_agent(web, clock, dpop_tokens=True)
+    await signed_in(shop, agent, web, store)
+    assert agent.tokens is not None and agent.tokens.token_type.lower() == "dpop"
+    op = await shop.operation(db, agent, user, account="acct_ada")
+    assert (await shop.read(agent, user, op["operation_id"])).status_code == 200
+    token = agent.tokens.access_token
+    r = await shop.read(agent, user, op["operation_id"], knobs=Knobs(authorization=f"DPoP {token}"))  # no proof
+    assert r.status_code == 401 and r.json()["error"] == "invalid_dpop_proof", r.text
+    assert r.headers["www-authenticate"].startswith("DPoP")
+    r = await shop.read(agent, user, op["operation_id"], knobs=Knobs(authorization=f"Bearer {token}"))
+    assert r.status_code == 401 and r.json()["error"] == "invalid_token", r.text
+
+
+async def test_signed_in_without_the_kinds_scope_is_insufficient_scope(shop: Shop1, agent: Pap10Agent,
+                                                                       user: Session, web: MockWeb, store: Any,
+                                                                       db: Any) -> None:
+    # ADR 0004 §7: signed in without the scope -> 403 insufficient_scope with scope=, nothing performed.
+    r = await sign_in(shop, agent, web, store, "acct_ada", scope="poppy:read")
+    assert r.status_code == 200, r.text
+    op = await shop.operation(db, agent, user, account="acct_ada")
+    r = await shop.confirm(agent, user, op)
+    assert r.status_code == 403 and r.json()["error"] == "insufficient_scope", r.text
+    assert 'scope="poppy:write"' in r.headers["www-authenticate"]
+    assert r.headers["www-authenticate"].startswith("Bearer")
+    assert shop.receiver.performed == {}
