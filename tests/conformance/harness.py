@@ -17,6 +17,7 @@ Usable outside pytest::
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import secrets
@@ -37,6 +38,7 @@ COMPANY_DOMAIN = "northwind.example"
 ISSUER_HOST = "issuer.frontdoor.test"
 CONSOLE_HOST = "console.frontdoor.test"
 LEDGER_HOST = "ledger.frontdoor.test"
+SUPPORT_HOST = "support.northwind.example"
 _USER_ADDRESSES = itertools.count(1)  # users' browsers, one address each
 from frontdoor_core.migrations import MIGRATED_PACKAGES  # noqa: E402
 
@@ -69,6 +71,9 @@ SCENARIO = Scenario(
     web_confirm_form={"revision": "{revision}"},
 )
 
+#: The same, with Frontdoor hosting the conversations and a support agent that asks for sign-in.
+HOSTED_SCENARIO = dataclasses.replace(SCENARIO, account_prompt="Where is my last order?")
+
 class FrontdoorDriver:
     """What the runner cannot do as an agent, done through Frontdoor's real surfaces.
 
@@ -90,7 +95,12 @@ class FrontdoorDriver:
     accounts = ("acct_ada", "acct_grace")
 
     def __init__(self, clock: MutableClock, other: AgentIdentity, *, network: InProcessNetwork, issuer: str,
-                 credential: str, password: str, ledger: str = "", company: Any = None) -> None:
+                 credential: str, password: str, ledger: str = "", company: Any = None,
+                 hosted_conversations: bool = False) -> None:
+        if hosted_conversations:
+            # Frontdoor keeps the conversations: the company forgets events through the ledger API.
+            self.capabilities = FrontdoorDriver.capabilities | {"forget_events"}
+        self._hosted_conversations = hosted_conversations
         self.clock = clock
         self.other_identity: AgentIdentity | None = other
         self._network = network
@@ -186,7 +196,14 @@ class FrontdoorDriver:
                 raise AssertionError(f"revise failed: {r.status_code} {r.text[:200]}")
 
     async def forget_events(self, conversation_id: str) -> None:
-        raise SkipCase("Northwind's conversations are the company's own; its operator cannot be driven from here")
+        """Retention, now: the company forgets all but the last event through the ledger API."""
+        if not self._hosted_conversations:
+            raise SkipCase("Northwind's conversations are the company's own; its operator cannot be driven from here")
+        async with self._network.client() as http:
+            r = await http.post(f"{self._ledger}/v1/conversations/{conversation_id}/forget-events",
+                                json={"keep_last": 1}, headers={"Authorization": f"Bearer {self._credential}"})
+            if r.status_code != 200 or r.json()["forgotten"] < 1:
+                raise AssertionError(f"forget-events: {r.status_code} {r.text[:200]}")
 
     async def disconnect(self, client_id: str, account: str) -> None:
         async with self._network.client() as http:
@@ -236,11 +253,15 @@ async def _expect(response: httpx.Response, status: int) -> Any:
 
 
 @asynccontextmanager
-async def build_context(suites: Sequence[str] = ("security", "protocol")) -> AsyncIterator[ConformanceContext]:
+async def build_context(suites: Sequence[str] = ("security", "protocol"), *,
+                        hosted_conversations: bool = False) -> AsyncIterator[ConformanceContext]:
     """The suite's context against a freshly onboarded Northwind on Frontdoor.
 
     Args:
         suites: informational: the suites the caller means to run (the world is the same).
+        hosted_conversations: Frontdoor hosts the conversation endpoint (``{ledger}/{slug}/conversations``
+            in ``poppy.json``) and Northwind's support agent (`SupportAgent`) answers through the
+            ``conversation.message.created`` webhook and the ledger API; else Northwind's own endpoint.
     """
     import asyncpg
     from frontdoor_console.app import create_app as console_app
@@ -273,6 +294,9 @@ async def build_context(suites: Sequence[str] = ("security", "protocol")) -> Asy
             "FRONTDOOR_CONSOLE_BASE_URL": f"https://{CONSOLE_HOST}",
             "FRONTDOOR_LEDGER_BASE_URL": f"https://{LEDGER_HOST}",
             "FRONTDOOR_LOG_LEVEL": os.environ.get("FRONTDOOR_LOG_LEVEL", "warning"),
+            # The in-process network hands a response over once it is complete: a stream ends
+            # after its backlog and the agent reconnects with Last-Event-ID, as after a proxy cut.
+            "FRONTDOOR_CONVERSATION_STREAM_DURATION": "0s",
         })
         network = InProcessNetwork()
         atlas = AgentIdentity(domain="atlas.example", name="Atlas")
@@ -317,7 +341,8 @@ async def build_context(suites: Sequence[str] = ("security", "protocol")) -> Asy
             "sessions_per_agent_per_minute": 100_000,
             "login": {"url": f"https://{COMPANY_DOMAIN}/login",
                       "jwks_uri": f"https://{COMPANY_DOMAIN}/.well-known/jwks.json"},
-            "conversation_endpoint": f"https://{COMPANY_DOMAIN}/poppy/conversations",
+            **({"conversations": {"enabled": True}} if hosted_conversations else
+               {"conversation_endpoint": f"https://{COMPANY_DOMAIN}/poppy/conversations"}),
             "browser_session_endpoint": f"https://{COMPANY_DOMAIN}/poppy/browser",
             "apis": [
                 {"type": "openapi", "url": f"https://{COMPANY_DOMAIN}/openapi.json", "description": "Orders and products"},
@@ -334,6 +359,16 @@ async def build_context(suites: Sequence[str] = ("security", "protocol")) -> Asy
         await _expect(await http.put(f"{api}/operation-kinds/order.place", headers=auth, json={
             "perform_endpoint_id": hook["endpoint"]["id"], "scopes": ["orders:read"],
             "default_expiry_seconds": 900, "max_expiry_seconds": 3600, "description": "Place an order"}), 200)
+        if hosted_conversations:  # Northwind's support agent behind Frontdoor's hosted conversations
+            from tests.conformance.company_agent import SupportAgent
+
+            support = SupportAgent(ledger=f"https://{LEDGER_HOST}/{slug}", credential=credential["secret"],
+                                   http=network.client())
+            network.add(SUPPORT_HOST, support)
+            created = await _expect(await http.post(f"{api}/webhook-endpoints", headers=auth, json={
+                "url": f"https://{SUPPORT_HOST}/webhooks/conversations", "description": "Northwind support agent",
+                "event_types": ["conversation.message.created"]}), 201)
+            support.secret = created["secret"]
         document = await _expect(await http.get(f"{api}/domains/{COMPANY_DOMAIN}/poppy.json", headers=auth), 200)
 
         company = northwind_app(NorthwindConfig(
@@ -347,8 +382,9 @@ async def build_context(suites: Sequence[str] = ("security", "protocol")) -> Asy
 
         driver = FrontdoorDriver(clock, plain, network=network, issuer=signup["tenant"]["issuer"],
                                  credential=credential["secret"], password=NORTHWIND_PASSWORD,
-                                 ledger=f"https://{LEDGER_HOST}/{slug}", company=company)
+                                 ledger=f"https://{LEDGER_HOST}/{slug}", company=company,
+                                 hosted_conversations=hosted_conversations)
         yield ConformanceContext(
             f"https://{COMPANY_DOMAIN}", identity=atlas, http=http, driver=driver,
-            scenario=SCENARIO, clock=clock, address_resolver=network.resolve, browser_http=network.client(),
+            scenario=HOSTED_SCENARIO if hosted_conversations else SCENARIO, clock=clock, address_resolver=network.resolve, browser_http=network.client(),
         )

@@ -88,7 +88,8 @@ def test_http_only_to_loopback_and_only_when_allowed() -> None:
 
 
 def test_event_catalogue() -> None:
-    assert len(EVENT_TYPES) == 15 and len(set(EVENT_TYPES)) == 15
+    assert len(EVENT_TYPES) == 16 and len(set(EVENT_TYPES)) == 16
+    assert "conversation.message.created" in EVENT_TYPES  # hosted conversations (PAP §7)
     assert PERFORM not in EVENT_TYPES
     assert validate_event_types(["session.signed_in", "operation.proposed", "session.signed_in"]) == [
         "operation.proposed", "session.signed_in"]

@@ -76,6 +76,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     max_body_bytes: Annotated[int, _doc("Largest request body any JSON API accepts.")] = 65536
     confirm_wait: Annotated[timedelta, _doc("How long a confirm request waits for the perform webhook's outcome before answering `in_progress` with `Retry-After`.")] = timedelta(seconds=3)
     operation_retry_after: Annotated[int, _doc("`Retry-After` seconds on an operation `in_progress`.")] = 2
+    conversation_reply_wait: Annotated[timedelta, _doc("How long a hosted conversation's message request waits for the first delivery of its `conversation.message.created` webhook (the company agent's reply) before answering `working`.")] = timedelta(seconds=5)
+    conversation_stream_duration: Annotated[timedelta, _doc("How long a hosted conversation's event stream (SSE) stays open before it ends and the agent reconnects with `Last-Event-ID`; 0 ends it once the backlog is sent.")] = timedelta(minutes=5)
     webhook_timeout: Annotated[timedelta, _doc("Timeout of one webhook delivery attempt (connect to last byte).")] = timedelta(seconds=15)
     webhook_lease_margin: Annotated[timedelta, _doc("How much longer than the timeout a claimed webhook message stays reserved to its sender; after a crash it is retried once this lease ends.")] = timedelta(seconds=30)
     webhook_retry_schedule: Annotated[str, _doc("Comma-separated delays before each delivery attempt, the first attempt included; a message is exhausted after the last.")] = "0s,5s,5m,30m,2h,5h,10h,10h"

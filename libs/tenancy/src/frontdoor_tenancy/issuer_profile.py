@@ -127,11 +127,14 @@ def expected_auth(urls: IssuerUrls, s: IssuerSettings) -> Auth:
 
 
 async def discovery_document(conn: asyncpg.Connection, tenant_id: str, base_url: str, raw_domain: str, *,
-                             dev: bool = False, operations_endpoint: str | None = None) -> dict[str, Any]:
+                             dev: bool = False, operations_endpoint: str | None = None,
+                             ledger_base_url: str | None = None) -> dict[str, Any]:
     """The ``poppy.json`` the company publishes on a verified domain (profile 0.2).
 
     ``operations_endpoint`` lists the Operations extension (``extensions.operations``) when
     the tenant has operation kinds: agents confirm there, at Frontdoor's ledger.
+    ``ledger_base_url`` places the hosted conversation endpoint (``{ledger}/{slug}/conversations``)
+    in ``agent.protocols`` when the tenant enabled ``conversations`` (PAP §7).
 
     Raises:
         NotFound: no such domain on this tenant.
@@ -152,7 +155,8 @@ async def discovery_document(conn: asyncpg.Connection, tenant_id: str, base_url:
             auth=expected_auth(urls, s),
             apis=tuple(ApiListing(type=a.type, url=a.url, description=a.description) for a in s.apis),
             website=s.website,
-            conversation_endpoint=s.conversation_endpoint,
+            conversation_endpoint=(f"{ledger_base_url}/{tenant.slug}/conversations"
+                                   if s.conversations.enabled and ledger_base_url else s.conversation_endpoint),
             browser_session_endpoint=_browser_session_endpoint(urls, s),
             feedback_endpoint=urls.feedback_endpoint if profile_for(s.protocol.published).feedback_endpoint else None,
             operations_endpoint=operations_endpoint,

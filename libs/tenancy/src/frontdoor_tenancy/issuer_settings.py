@@ -128,6 +128,21 @@ class ProtocolSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
         return version in self.served
 
 
+class HostedConversations(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Frontdoor hosts the company agent's conversation endpoint (PAP §7) at ``{ledger}/{slug}/conversations``.
+
+    Attributes:
+        enabled: ``poppy.json`` lists the hosted endpoint in ``agent.protocols``; the
+            company's agent answers through ``conversation.message.created`` webhooks and the
+            ledger API. Exclusive with ``conversation_endpoint`` (the company's own).
+        retention_days: Events older than this are forgotten (their cursors answer
+            ``cursor_expired``); 1 to 3650.
+    """
+
+    enabled: bool = False
+    retention_days: int = 30
+
+
 class IssuerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """What ``GET/PUT /api/v1/issuer`` reads and writes."""
 
@@ -139,6 +154,8 @@ class IssuerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     apis: list[ApiEntry] = msgspec.field(default_factory=list)
     website: bool = True
     conversation_endpoint: str | None = None
+    # Frontdoor hosts the conversation endpoint instead (PAP §7, docs/conversations.md).
+    conversations: HostedConversations = msgspec.field(default_factory=HostedConversations)
     # The company's page where agents join their own browser to a Session (PAP §5).
     browser_session_endpoint: str | None = None
     session_lifetime_s: int = 3600
@@ -236,7 +253,11 @@ def validate_settings(s: IssuerSettings, *, dev: bool = False) -> IssuerSettings
         errors["conversation_endpoint"] = "must be an https:// URL without credentials or fragment"
     if s.browser_session_endpoint is not None and not _url_ok(s.browser_session_endpoint, dev=dev):
         errors["browser_session_endpoint"] = "must be an https:// URL without credentials or fragment"
-    if not s.apis and not s.website and s.conversation_endpoint is None:
+    if s.conversations.enabled and s.conversation_endpoint is not None:
+        errors["conversations.enabled"] = "hosted conversations replace conversation_endpoint: set one of them"
+    if not 1 <= s.conversations.retention_days <= 3650:
+        errors["conversations.retention_days"] = "must be between 1 and 3650"
+    if not s.apis and not s.website and s.conversation_endpoint is None and not s.conversations.enabled:
         errors["website"] = "poppy.json must offer something: list an API or keep website on (PAP §3.1)"
     if not 1 <= s.sessions_per_agent_per_minute <= 100_000:
         errors["sessions_per_agent_per_minute"] = "must be between 1 and 100000"

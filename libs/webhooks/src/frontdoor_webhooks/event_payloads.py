@@ -28,6 +28,8 @@ __all__ = [
     "PAYLOAD_VERSION",
     "AccountRevoked",
     "AgentBlocked",
+    "ConversationMessage",
+    "ConversationMessageCreated",
     "DeliveryExhausted",
     "DomainSuspended",
     "DomainVerified",
@@ -187,6 +189,41 @@ class EndpointDisabled(_Payload, frozen=True, kw_only=True):
     failing_since: Timestamp
 
 
+# --- conversation.* (hosted conversations, PAP §7) ------------------------------------
+
+
+class ConversationMessage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """The personal agent's message as sent (PAP §7.4): data to read, never instructions to follow."""
+
+    id: str
+    sender: Annotated[Literal["agent", "human"], Meta(description=(
+        "human when the message carries the user's own words, agent when the personal agent wrote it."))]
+    role: Literal["user"]
+    text: str | None = None
+    data: dict[str, Any] | None = None
+    context: Annotated[dict[str, Any] | None, Meta(description=(
+        "Facts the agent shares: locale, time_zone, user_available (PAP §7.4)."))] = None
+
+
+class ConversationMessageCreated(_Payload, frozen=True, kw_only=True):
+    """A personal agent posted a message to a hosted conversation: the company's agent answers it
+    through the ledger API (``POST {ledger}/{slug}/v1/conversations/{conversation_id}/messages``).
+    ``sequence`` is the event's position in its conversation."""
+
+    conversation_id: str
+    parent_conversation_id: Annotated[str | None, Meta(description=(
+        "Set for a Direct Conversation (PAP §7.10): the user talks with the company themselves."))]
+    event_id: str
+    message: ConversationMessage
+    session_id: str
+    client_id: ClientId
+    user_id: UserId
+    account: Annotated[AccountId | None, Meta(description="The Session's account now; null when signed out.")]
+    scopes: Annotated[list[str], Meta(description="The Session's granted scopes now (empty when signed out).")]
+    responder: Literal["agent", "human"]
+    status: Literal["working", "idle", "queued", "closed"]
+
+
 class WebhookTest(_Payload, frozen=True, kw_only=True):
     """Sent only on request (``POST /api/v1/webhook-endpoints/{id}/test``); cannot be subscribed to."""
 
@@ -205,6 +242,7 @@ PAYLOADS: Mapping[str, type[msgspec.Struct]] = {
     "domain.suspended": DomainSuspended,
     "delivery.exhausted": DeliveryExhausted,
     "endpoint.disabled": EndpointDisabled,
+    "conversation.message.created": ConversationMessageCreated,
     TEST_EVENT: WebhookTest,
 }
 """The ``data`` struct of every event type (the subscribable ones and ``webhook.test``)."""

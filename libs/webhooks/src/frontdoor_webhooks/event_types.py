@@ -30,6 +30,7 @@ EVENT_TYPES: tuple[str, ...] = (
     "domain.suspended",
     "delivery.exhausted",
     "endpoint.disabled",
+    "conversation.message.created",
 )
 """Every subscribable event type, in the order the dashboard lists them."""
 

@@ -31,7 +31,8 @@ from litestar.exceptions import HTTPException, NotFoundException
 
 from .agent_auth import Refused
 from .context import LedgerContext
-from .http import agent_operations, company_api, openapi
+from .conversations_hub import ConversationsHub
+from .http import agent_conversations, agent_operations, company_api, company_conversations, openapi
 from .performer import Performer
 
 __all__ = ["create_app"]
@@ -81,6 +82,9 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
                             directory=AgentDirectory(the_fetcher, rt.clock), waiters=waiters,
                             agent_keys=DelegatedKeyDirectory(the_fetcher, rt.clock))
         ctx.performer = Performer(ctx, fetcher=the_fetcher, kek=kek)
+        conversations = ConversationsHub(ctx, fetcher=the_fetcher, kek=kek)
+        await conversations.start()
+        app.state.conversations = conversations  # hosted conversations (PAP §7)
         app.state.ctx = ctx
         app.state.pool = rt.pool  # the readiness probe
         app.state.redis = rt.redis
@@ -88,6 +92,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
             yield
         finally:
             await ctx.performer.close()
+            await conversations.close()
             await waiters.stop()
             if runtime is None:
                 await rt.close()
@@ -95,7 +100,8 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
     configure_logging(level=settings.log_level, fmt=settings.log_format)
     configure_tracing("frontdoor-ledger", otlp_endpoint=settings.otel_exporter_otlp_endpoint)
     return Litestar(
-        route_handlers=[*health_routes("ledger"), *agent_operations.routes, *company_api.routes, *openapi.routes],
+        route_handlers=[*health_routes("ledger"), *agent_operations.routes, *company_api.routes,
+                      *agent_conversations.routes, *company_conversations.routes, *openapi.routes],
         lifespan=[lifespan],
         # Refusals raised by authentication and dependencies, and the use cases' domain errors.
         exception_handlers={HTTPException: _error, Exception: _error, Refused: _refused,

@@ -155,7 +155,8 @@ async def domains_poppy_json(domain: FromPath[str], console: Console, state: Sta
     async with ctx.pool.acquire() as conn:
         doc = await issuer_profile.discovery_document(
             conn, console.tenant.id, ctx.settings.issuer_base_url, domain, dev=ctx.settings.is_dev,
-            operations_endpoint=await operations_endpoint(conn, ctx.settings, console.tenant.id))
+            operations_endpoint=await operations_endpoint(conn, ctx.settings, console.tenant.id),
+            ledger_base_url=ctx.settings.ledger_base_url)
     return Response(json.dumps(doc, indent=2) + "\n", media_type="application/json")
 
 

@@ -89,7 +89,8 @@ async def poppy_json(domain: FromPath[str], actor: NamedDependency[Actor], state
     async with ctx.pool.acquire() as conn:
         doc = await issuer_profile.discovery_document(
             conn, actor.tenant_id, ctx.settings.issuer_base_url, domain, dev=ctx.settings.is_dev,
-            operations_endpoint=await operations_endpoint(conn, ctx.settings, actor.tenant_id))
+            operations_endpoint=await operations_endpoint(conn, ctx.settings, actor.tenant_id),
+            ledger_base_url=ctx.settings.ledger_base_url)
     return Response(doc, headers={"Cache-Control": "no-store"})
 
 

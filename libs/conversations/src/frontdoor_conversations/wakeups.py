@@ -1,0 +1,156 @@
+"""Waking readers of a conversation across processes: long polls, streams, text deltas.
+
+Whoever appends events publishes ``{tenant}:{conversation}`` on one Redis channel after
+the commit (and wakes this process's readers directly). A company's streamed pieces of a
+message (`text-delta`, display only, §7.6) go on the same channel with their text, and the
+last pieces of each message are kept in Redis for a few minutes so that a stream opened
+while (or just after) the company writes still shows them before the complete message.
+Each process keeps one subscription. A lost notification costs only the wait: readers
+re-read PostgreSQL, the record, when woken or at their deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Iterator
+from typing import Any, Final
+
+import msgspec
+import redis.asyncio as aioredis
+import structlog
+
+__all__ = ["CHANNEL", "DELTA_TTL_SECONDS", "ConversationWaiters", "Subscription", "publish_changed",
+           "publish_delta", "recent_deltas"]
+
+CHANNEL: Final = "frontdoor:conversations:changed"
+DELTA_TTL_SECONDS: Final = 600
+_MAX_PIECES = 200
+_log = structlog.get_logger("frontdoor.conversations")
+
+
+def _key(tenant_id: str, conversation_id: str) -> str:
+    return f"{tenant_id}:{conversation_id}"
+
+
+def _delta_key(tenant_id: str, message_id: str) -> str:
+    return f"frontdoor:conversations:deltas:{tenant_id}:{message_id}"
+
+
+async def publish_changed(redis: aioredis.Redis, tenant_id: str, conversation_id: str) -> None:
+    """Announce new events (best effort: readers re-read anyway)."""
+    try:
+        await redis.publish(CHANNEL, msgspec.json.encode({"k": _key(tenant_id, conversation_id)}))
+    except Exception:
+        _log.warning("conversations.publish_failed")
+
+
+async def publish_delta(redis: aioredis.Redis, tenant_id: str, conversation_id: str, message_id: str,
+                        text: str) -> None:
+    """A piece of a message the company is writing: kept briefly, and sent to open streams."""
+    delta = {"message_id": message_id, "text": text}
+    key = _delta_key(tenant_id, message_id)
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.rpush(key, msgspec.json.encode(delta))
+        pipe.ltrim(key, -_MAX_PIECES, -1)
+        pipe.expire(key, DELTA_TTL_SECONDS)
+        pipe.publish(CHANNEL, msgspec.json.encode({"k": _key(tenant_id, conversation_id), "d": delta}))
+        await pipe.execute()
+
+
+async def recent_deltas(redis: aioredis.Redis, tenant_id: str, message_id: str) -> list[dict[str, Any]]:
+    """The pieces the company streamed for ``message_id`` in the last minutes (none when lost)."""
+    try:
+        raw = await redis.lrange(_delta_key(tenant_id, message_id), 0, -1)
+    except Exception:
+        return []
+    return [msgspec.json.decode(item) for item in raw]
+
+
+class Subscription:
+    """One reader's view of a conversation's changes: a flag for new events, a queue of deltas."""
+
+    def __init__(self) -> None:
+        self.changed = asyncio.Event()
+        self.deltas: deque[dict[str, Any]] = deque(maxlen=1000)
+
+    def take_deltas(self) -> Iterator[dict[str, Any]]:
+        while self.deltas:
+            yield self.deltas.popleft()
+
+
+class ConversationWaiters:
+    """This process's readers, woken by the channel or directly."""
+
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self._redis = redis
+        self._readers: dict[str, set[Subscription]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Subscribe in the background (reconnecting after a Redis outage)."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._listen(), name="conversations-listener")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+
+    @property
+    def readers(self) -> int:
+        return sum(len(s) for s in self._readers.values())
+
+    async def _listen(self) -> None:
+        while True:
+            try:
+                pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+                await pubsub.subscribe(CHANNEL)
+                try:
+                    while True:
+                        message = await pubsub.get_message(timeout=5.0)
+                        if message is not None and message.get("type") == "message":
+                            self._dispatch(message.get("data"))
+                finally:
+                    with contextlib.suppress(Exception):
+                        await pubsub.aclose()  # type: ignore[no-untyped-call]
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                _log.warning("conversations.listener_retry")
+                await asyncio.sleep(1.0)
+
+    def _dispatch(self, data: Any) -> None:
+        try:
+            note = msgspec.json.decode(data if isinstance(data, bytes) else str(data).encode())
+            key = note["k"]
+        except (msgspec.DecodeError, KeyError, TypeError):
+            return
+        for reader in self._readers.get(key, ()):
+            delta = note.get("d")
+            if isinstance(delta, dict):
+                reader.deltas.append(delta)
+            reader.changed.set()
+
+    def wake(self, tenant_id: str, conversation_id: str) -> None:
+        """Wake this process's readers of a conversation."""
+        for reader in self._readers.get(_key(tenant_id, conversation_id), ()):
+            reader.changed.set()
+
+    @contextlib.contextmanager
+    def subscribe(self, tenant_id: str, conversation_id: str) -> Iterator[Subscription]:
+        """Register a reader for as long as the block runs (register before reading)."""
+        key = _key(tenant_id, conversation_id)
+        reader = Subscription()
+        self._readers.setdefault(key, set()).add(reader)
+        try:
+            yield reader
+        finally:
+            readers = self._readers.get(key)
+            if readers is not None:
+                readers.discard(reader)
+                if not readers:
+                    del self._readers[key]
