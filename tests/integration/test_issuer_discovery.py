@@ -155,6 +155,10 @@ async def _publish(console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], 
     web.serve(f"https://{domain}/.well-known/poppy.json", json=doc)
     meta = (await issuer.get(f"/.well-known/oauth-authorization-server/{t.slug}")).json()
     web.serve(f"{BASE}/.well-known/oauth-authorization-server/{t.slug}", json=meta)
+    # New tenants serve PAP 1.0 too: the check then reads the RFC 9728 document as well [S §2].
+    resource = await console.get(f"/api/v1/domains/{domain}/oauth-protected-resource", headers=t.auth)
+    if resource.status_code == 200:
+        web.serve(f"https://{domain}/.well-known/oauth-protected-resource", json=resource.json())
 
 
 async def test_publish_check_passes_for_the_generated_document(

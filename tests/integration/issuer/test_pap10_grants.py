@@ -236,6 +236,7 @@ async def test_session_state_and_agent_keys_are_rate_limited_per_credential(
     company: Company, agent: TestAgent, console: AsyncTestClient[Any], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from frontdoor_issuer.http import poppy_state
+
     from tests.integration.signin.conftest import resource_credential
 
     monkeypatch.setattr(poppy_state, "SESSION_STATE_PER_CREDENTIAL_PER_MINUTE", 2)

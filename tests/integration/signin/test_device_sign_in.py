@@ -124,9 +124,10 @@ async def test_device_code_is_bound_to_client_session_and_user(company: Company,
     assert_refusal(await company.poll(other, started["device_code"], theirs["session_id"]), 400, "invalid_grant")
     # Our client, a Session of another agent.
     assert_refusal(await company.poll(agent, started["device_code"], theirs["session_id"]), 400, "invalid_session")
-    # Missing parameters; an unknown code.
+    # Missing parameters; an unknown code. (Without session_id, a tenant serving 1.0 takes the
+    # poll as a 1.0 one: tests/integration/issuer/test_pap10_grants.py.)
     r = await company.post_token(agent, {"grant_type": "urn:ietf:params:oauth:grant-type:device_code",
-                                         "device_code": started["device_code"]})
+                                         "session_id": mine["session_id"]})
     assert_refusal(r, 400, "invalid_request")
     assert_refusal(await company.poll(agent, "x" * 43, mine["session_id"]), 400, "invalid_grant")
     # The first poll binds the code to the user; a Session of another user of the agent is refused.

@@ -11,6 +11,12 @@ Steps (each failure is a finding with a stable code and a fix hint):
    domain of the issuer).
 4. Fetch the issuer metadata the document names (RFC 8414 §3.1 location) and check that
    ``issuer`` equals ``auth.issuer`` exactly and ``poppy_domains`` lists the domain.
+5. While the tenant serves PAP 1.0, also fetch ``https://{domain}/.well-known/oauth-protected-resource``
+   (RFC 9728) the same way and cross-check the three documents (poppy.json, that document
+   and the issuer metadata) character for character, as a 1.0 agent does [S §2]
+   (`frontdoor_protocol.check_discovery_documents`): one finding per mismatch, source
+   ``protected-resource``. (When the issuer metadata cannot be read, that is the finding;
+   an agent stops there too.)
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import msgspec
 from frontdoor_core.outbound import FetchError, FetchResult
 from frontdoor_protocol.authorization_server_metadata import metadata_url
 from frontdoor_protocol.discovery_check import check_discovery_document
+from frontdoor_protocol.discovery_cross_check import check_discovery_documents
 from frontdoor_protocol.metadata_check import check_metadata
 from frontdoor_protocol.strict_json import MalformedJSON, loads
 
@@ -163,19 +170,37 @@ async def run_publish_check(conn: asyncpg.Connection, tenant_id: str, raw_domain
                     requirement="PAP-3.2-06"))
             issuer = auth.get("issuer")
             if isinstance(issuer, str):
-                findings += await _check_issuer(fetcher, issuer, domain, dev=dev)
+                meta, problems = await _check_issuer(fetcher, issuer, domain, dev=dev)
+                findings += problems
+                if meta is not None and stored.settings.protocol.serves("1.0"):
+                    findings += await _check_paired(fetcher, domain, doc, meta)
     ok = not any(f.severity == "error" for f in findings)
     return PublishReport(domain=domain, url=url, final_url=final_url, checked_at=now, ok=ok, findings=findings)
 
 
-async def _check_issuer(fetcher: Any, issuer: str, domain: str, *, dev: bool) -> list[CheckFinding]:
+async def _check_issuer(fetcher: Any, issuer: str, domain: str, *, dev: bool) -> tuple[Any, list[CheckFinding]]:
+    """The issuer metadata (None when it could not be read) and its findings."""
     try:
         where = metadata_url(issuer, allow_http_loopback=dev)
     except ValueError:
-        return [CheckFinding(code="invalid_issuer", severity="error", pointer="/auth/issuer",
-                             message="auth.issuer is not a valid issuer URL.", hint="Use your Frontdoor issuer URL.",
-                             requirement="PAP-3.2-07")]
+        return None, [CheckFinding(code="invalid_issuer", severity="error", pointer="/auth/issuer",
+                                   message="auth.issuer is not a valid issuer URL.",
+                                   hint="Use your Frontdoor issuer URL.", requirement="PAP-3.2-07")]
     meta, _, problems = await _fetch_json(fetcher, where, "issuer metadata")
     if problems:
+        return None, problems
+    return meta, _convert(check_metadata(meta, issuer, domain), "issuer metadata")
+
+
+_PROTECTED_RESOURCE = "protected-resource"
+
+
+async def _check_paired(fetcher: Any, domain: str, poppy: Any, metadata: Any) -> list[CheckFinding]:
+    """PAP 1.0 paired discovery [S §2]: the protected-resource document against the other two."""
+    url = f"https://{domain}/.well-known/oauth-protected-resource"
+    resource, _, problems = await _fetch_json(fetcher, url, _PROTECTED_RESOURCE)
+    if problems:
         return problems
-    return _convert(check_metadata(meta, issuer, domain), "issuer metadata")
+    found = check_discovery_documents(domain=domain, poppy=poppy, protected_resource=resource,
+                                      authorization_server=metadata)
+    return _convert(list(found), _PROTECTED_RESOURCE)
