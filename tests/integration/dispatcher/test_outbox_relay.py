@@ -68,6 +68,9 @@ async def test_relay_wakes_on_notify_and_every_message_arrives_once(
     finally:
         relay.stop()
         await asyncio.wait_for(running, 5)
+        # Every attempt this test started ends within it: one still settling when the session's
+        # pool closes (the test last on its xdist worker) would meet "pool is closing".
+        await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10)
     assert len(seen) == len(set(seen)) == 25
     assert all(len(b) <= 10 for b in batches)
 

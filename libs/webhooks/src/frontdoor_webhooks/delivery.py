@@ -40,7 +40,7 @@ from .sender import RESPONSE_LIMIT, Sender, SenderResponse, SendError
 from .signing import webhook_headers
 
 __all__ = ["ClaimedMessage", "DeliveryReport", "RedisThrottle", "SettleHook", "Throttle", "claim", "deliver",
-           "due_messages", "hand_back"]
+           "due_messages", "due_messages_by_endpoint", "hand_back"]
 
 _log = get_logger("frontdoor.webhooks")
 _tracer = trace.get_tracer("frontdoor.webhooks")
@@ -149,20 +149,33 @@ async def due_messages(conn: asyncpg.Connection, now: datetime, limit: int = 100
     `deliver`, whose claim settles any remaining race. ``exclude``: IDs the caller has
     already handed on and not seen claimed yet (so a backlog is paged past them).
     """
+    return [message_id for message_id, _ in await due_messages_by_endpoint(conn, now, limit, exclude)]
+
+
+async def due_messages_by_endpoint(conn: asyncpg.Connection, now: datetime, limit: int = 100,
+                                   exclude: Sequence[str] = (),
+                                   exclude_endpoints: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """`due_messages` with each message's endpoint, leaving out ``exclude_endpoints``' messages.
+
+    For a relay that shares what it hands on between endpoints: an endpoint that already
+    has its share waiting to be claimed is left out, so its backlog (a dead endpoint's,
+    every attempt of which waits for the timeout) does not stand in front of the others'.
+    Pairs of ``(message ID, endpoint ID)``, oldest due first, locked as `due_messages`.
+    """
     rows = await conn.fetch(
         """
-        SELECT m.id FROM webhook_messages AS m
+        SELECT m.id, m.endpoint_id FROM webhook_messages AS m
           JOIN webhook_endpoints AS e ON e.tenant_id = m.tenant_id AND e.id = m.endpoint_id
          WHERE m.state = 'pending' AND NOT m.parked AND m.next_attempt_at <= $1
            AND (m.locked_until IS NULL OR m.locked_until < $1) AND e.enabled
-           AND m.id <> ALL($3::text[])
+           AND m.id <> ALL($3::text[]) AND m.endpoint_id <> ALL($4::text[])
          ORDER BY m.next_attempt_at
          LIMIT $2
            FOR UPDATE OF m SKIP LOCKED
         """,
-        now, limit, list(exclude),
+        now, limit, list(exclude), list(exclude_endpoints),
     )
-    return [r["id"] for r in rows]
+    return [(r["id"], r["endpoint_id"]) for r in rows]
 
 
 async def hand_back(conn: asyncpg.Connection, message_ids: Sequence[str], now: datetime, within: float) -> int:

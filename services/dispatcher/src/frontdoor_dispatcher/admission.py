@@ -66,7 +66,13 @@ class InFlight:
 
     async def run(self, endpoint_id: str, attempt: Coroutine[Any, Any, None]) -> None:
         """Run ``attempt`` once fewer than ``per_endpoint`` run to its endpoint."""
-        async with self._gates[endpoint_id]:
+        gate = self._gates[endpoint_id]
+        try:
+            await gate.acquire()
+        except BaseException:  # cancelled while waiting (shutdown): the attempt never starts
+            attempt.close()
+            raise
+        try:
             self.running_by_endpoint[endpoint_id] += 1
             try:
                 await attempt
@@ -74,6 +80,8 @@ class InFlight:
                 self.running_by_endpoint[endpoint_id] -= 1
                 if self.running_by_endpoint[endpoint_id] <= 0:
                     del self.running_by_endpoint[endpoint_id]
+        finally:
+            gate.release()
 
 
 def _release(in_flight: InFlight, endpoint_id: str, _task: asyncio.Task[None]) -> None:

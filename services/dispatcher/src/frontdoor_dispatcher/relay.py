@@ -18,12 +18,17 @@
 A message sent to Celery is not sent again by this relay while it waits to be claimed,
 for up to ``RESEND_AFTER`` seconds (``FRONTDOOR_RELAY_RESEND_AFTER``); after that (the
 task was lost: a Redis restart, a worker killed before claiming it) it is relayed again.
-At most ``WINDOW`` messages are handed on and not yet claimed at any time: a backlog is
-fed to the workers as they take it (the relay checks every ``IN_FLIGHT_POLL`` seconds
-while messages are in flight) instead of being poured into the broker, so a new message
-waits behind at most a window, not behind the whole backlog. The delivery engine's claim
-makes a duplicate harmless, and PostgreSQL remains the record: a Redis or relay restart
-loses nothing.
+At most ``WINDOW`` messages are handed on and not yet claimed at any time, and at most
+``PER_ENDPOINT`` of them to one endpoint: a backlog is fed to the workers as they take it
+(the relay checks every ``IN_FLIGHT_POLL`` seconds while messages are in flight) instead
+of being poured into the broker, so a new message waits behind at most its own endpoint's
+share, not behind the whole backlog. The share matters most for a dead endpoint: its
+messages wait in the workers' per-endpoint lines (`admission`) while its running attempts
+time out, unclaimed, for many seconds; without the share they filled the whole window and
+every other tenant's messages waited behind them (head-of-line blocking), up to
+``RESEND_AFTER``. Messages of an endpoint that has its share are paged past, not handed on.
+The delivery engine's claim makes a duplicate harmless, and PostgreSQL remains the record:
+a Redis or relay restart loses nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import inspect
 import os
 import signal
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,7 +50,7 @@ import structlog
 from frontdoor_core.dev_mode import warn_if_dev_mode
 from frontdoor_core.logging import configure_logging
 from frontdoor_core.settings import Settings
-from frontdoor_webhooks.delivery import due_messages
+from frontdoor_webhooks.delivery import due_messages_by_endpoint
 from frontdoor_webhooks.messages import NOTIFY_CHANNEL
 
 __all__ = ["Relay", "main"]
@@ -53,9 +59,13 @@ _log = structlog.get_logger("frontdoor.relay")
 BATCH: Final = 50
 RESEND_AFTER: Final = 30.0
 IDLE_WAKE: Final = 1.0
-WINDOW: Final = 120
-# Sized to what the workers take on at once (16 running + 64 waiting per endpoint and process):
-# a larger window only makes them hand messages back (measured: 2000 → 264/s, 120 → 330/s).
+WINDOW: Final = 480
+PER_ENDPOINT: Final = 64
+# Sized to what the workers take on at once: a process takes 16 running + 64 waiting per
+# endpoint and 500 in all (`admission`); more than that unclaimed only makes them hand
+# messages back (measured before the per-endpoint share, one endpoint: a window of 2000 →
+# 264/s, 120 → 330/s). The window holds PER_ENDPOINT of WINDOW // PER_ENDPOINT = 7 dead
+# endpoints at once and still has room for the others.
 IN_FLIGHT_POLL: Final = 0.05
 
 
@@ -68,7 +78,7 @@ class Relay:
 
     def __init__(self, database_url: str, send: Callable[[list[str]], Any], *, batch: int = BATCH,
                  idle_wake: float = IDLE_WAKE, heartbeat: Path | None = None, resend_after: float = RESEND_AFTER,
-                 window: int = WINDOW) -> None:
+                 window: int = WINDOW, per_endpoint: int = PER_ENDPOINT) -> None:
         self._database_url = database_url
         self._send = send
         self._batch = batch
@@ -76,8 +86,10 @@ class Relay:
         self._resend_after = resend_after
         self._broker_down = False
         self._window = max(window, batch)
+        self._per_endpoint = max(per_endpoint, 1)
         self._wake = asyncio.Event()
-        self._sent: dict[str, float] = {}
+        self._sent: dict[str, float] = {}  # handed on, not seen claimed: when
+        self._endpoint_of: dict[str, str] = {}  # ... and the endpoint of each
         self._stopping = asyncio.Event()
         self._heartbeat = heartbeat
         self._beat_at = 0.0
@@ -108,14 +120,31 @@ class Relay:
             list(self._sent), datetime.now(UTC))
         waiting = {r["id"] for r in rows}
         self._sent = {m: t for m, t in self._sent.items() if m in waiting and now_mono - t < self._resend_after}
+        self._endpoint_of = {m: e for m, e in self._endpoint_of.items() if m in self._sent}
+
+    def _share(self, found: list[tuple[str, str]], held: Counter[str]) -> list[str]:
+        """The messages of ``found`` whose endpoint's share has room (``held`` counts what is out)."""
+        taken = []
+        for message_id, endpoint_id in found:
+            if held[endpoint_id] < self._per_endpoint:
+                held[endpoint_id] += 1
+                self._endpoint_of[message_id] = endpoint_id
+                taken.append(message_id)
+        return taken
 
     async def _pass(self, conn: asyncpg.Connection) -> int:
         now_mono = time.monotonic()
         await self._forget_taken(conn, now_mono)
         moved = 0
+        held = Counter(self._endpoint_of[m] for m in self._sent)
         while (room := min(self._window - len(self._sent), self._batch * 4)) > 0:
+            full = [e for e, n in held.items() if n >= self._per_endpoint]
             async with conn.transaction():  # committed before publishing: no lock is held meanwhile
-                due = await due_messages(conn, datetime.now(UTC), limit=room, exclude=list(self._sent))
+                found = await due_messages_by_endpoint(conn, datetime.now(UTC), limit=room, exclude=list(self._sent),
+                                                       exclude_endpoints=full)
+            # Past an endpoint's share its rows are let go (unlocked at the commit above): the
+            # next query leaves that endpoint out, so a backlog of one endpoint takes one round.
+            due = self._share(found, held)
             for start in range(0, len(due), self._batch):
                 chunk = due[start:start + self._batch]
                 try:
@@ -123,11 +152,12 @@ class Relay:
                 except Exception as exc:  # the broker is down: the messages stay due in PostgreSQL
                     _log.warning("relay_broker_unavailable", error=type(exc).__name__)
                     self._broker_down = True
+                    self._endpoint_of = {m: e for m, e in self._endpoint_of.items() if m in self._sent}
                     return moved
                 for m in chunk:
                     self._sent[m] = now_mono
                 moved += len(chunk)
-            if len(due) < room:
+            if len(found) < room:  # nothing more is due
                 break
         return moved
 
