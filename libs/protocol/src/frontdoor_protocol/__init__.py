@@ -324,3 +324,24 @@ __all__ += [
     "signed_content",
     "verify_webhook_signature",
 ]
+
+# One declarative JWT profile and its verifier: the signed message types are profiles of it.
+from frontdoor_protocol.jwt_profile import (  # noqa: E402
+    ClaimRule,
+    JWTProfile,
+    JWTRefusal,
+    JWTRefusalKind,
+    ProfiledJWT,
+    reason_table,
+    verify_profiled_jwt,
+)
+
+__all__ += [
+    "ClaimRule",
+    "JWTProfile",
+    "JWTRefusal",
+    "JWTRefusalKind",
+    "ProfiledJWT",
+    "reason_table",
+    "verify_profiled_jwt",
+]

@@ -29,9 +29,9 @@ whose ``reason`` is stable and safe to log; it never names a value from the asse
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable
 from enum import StrEnum
-from typing import Any, Final
+from typing import Final
 from urllib.parse import urlsplit
 
 import msgspec
@@ -39,15 +39,8 @@ from joserfc.jwk import KeySet
 
 from frontdoor_protocol.compact_jws import MalformedJWS, parse_compact_jws
 from frontdoor_protocol.https_url import UrlProblem, https_url_problem
-from frontdoor_protocol.jws_verification import (
-    KeyProblem,
-    allowed_algorithms,
-    embeds_key,
-    select_verification_keys,
-    signature_verifies,
-)
-from frontdoor_protocol.jwt_assertion import DEFAULT_ASSERTION_ALGORITHMS, media_type
-from frontdoor_protocol.jwt_claims import is_jwt_id, numeric_date
+from frontdoor_protocol.jwt_assertion import DEFAULT_ASSERTION_ALGORITHMS
+from frontdoor_protocol.jwt_profile import ClaimRule, JWTProfile, JWTRefusal, reason_table, verify_profiled_jwt
 from frontdoor_protocol.session_assertion import is_user_id
 
 __all__ = [
@@ -175,49 +168,23 @@ def is_company_url(url: object, domains: Iterable[str]) -> bool:
     return False
 
 
-def _string(claims: Mapping[str, Any], name: str) -> str:
-    if name not in claims:
-        raise BrowserAssertionError(BrowserAssertionReason.MISSING_CLAIM, name)
-    value = claims[name]
-    if not isinstance(value, str) or not value:
-        raise BrowserAssertionError(BrowserAssertionReason.INVALID_CLAIM, name)
-    return value
+def _is_session_id(value: object) -> bool:
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= _MAX_SESSION_ID
+        and _VISIBLE_ASCII.fullmatch(value) is not None
+    )
 
 
-def _time(claims: Mapping[str, Any], name: str, *, round_up: bool = False) -> int:
-    if name not in claims:
-        raise BrowserAssertionError(BrowserAssertionReason.MISSING_CLAIM, name)
-    value = numeric_date(claims[name], round_up=round_up)
-    if value is None:
-        raise BrowserAssertionError(BrowserAssertionReason.INVALID_CLAIM, name)
-    return value
+_PROFILE: Final = JWTProfile(
+    types=frozenset({BROWSER_ASSERTION_TYPE}),
+    algorithms=frozenset(DEFAULT_ASSERTION_ALGORITHMS),
+    max_lifetime=MAX_BROWSER_ASSERTION_LIFETIME,
+    required=(ClaimRule("sub", is_user_id), ClaimRule("session_id", _is_session_id), ClaimRule("return_to")),
+)
+"""PAP-5-05..09: ``typ`` required, the client's keys, 60 s, then ``sub``, ``session_id``, ``return_to``."""
 
-
-def _verified_claims(assertion: str, keys: KeySet, algorithms: Collection[str]) -> dict[str, Any]:
-    allowed = allowed_algorithms(algorithms)
-    try:
-        jws = parse_compact_jws(assertion)
-    except MalformedJWS:
-        raise BrowserAssertionError(BrowserAssertionReason.MALFORMED) from None
-    header = jws.header
-    if media_type(header.get("typ")) != BROWSER_ASSERTION_TYPE:
-        raise BrowserAssertionError(BrowserAssertionReason.WRONG_TYPE)
-    if jws.alg not in allowed:
-        raise BrowserAssertionError(BrowserAssertionReason.ALGORITHM_NOT_ACCEPTED)
-    if embeds_key(header):
-        raise BrowserAssertionError(BrowserAssertionReason.EMBEDDED_KEY)
-    kid = header.get("kid")
-    if kid is not None and not isinstance(kid, str):
-        raise BrowserAssertionError(BrowserAssertionReason.MALFORMED)
-    selected = select_verification_keys(keys, kid=kid, alg=jws.alg)
-    if selected is KeyProblem.UNKNOWN_KID:
-        raise BrowserAssertionError(BrowserAssertionReason.UNKNOWN_KEY)
-    if isinstance(selected, KeyProblem) or not any(signature_verifies(jws, key) for key in selected):
-        raise BrowserAssertionError(BrowserAssertionReason.BAD_SIGNATURE)
-    try:
-        return jws.claims()
-    except MalformedJWS:
-        raise BrowserAssertionError(BrowserAssertionReason.MALFORMED) from None
+_REASONS: Final = reason_table(BrowserAssertionReason)
 
 
 def verify_browser_assertion(
@@ -256,46 +223,23 @@ def verify_browser_assertion(
         raise ValueError("client_id and endpoint are required")
     if not 0 <= skew <= 60:
         raise ValueError("skew must be 0 to 60 seconds")
-    claims = _verified_claims(assertion, keys, algorithms)
-    if _string(claims, "iss") != client_id:
-        raise BrowserAssertionError(BrowserAssertionReason.WRONG_ISSUER)
-    if "aud" not in claims:
-        raise BrowserAssertionError(BrowserAssertionReason.MISSING_CLAIM, "aud")
-    # One string, never an array: the assertion is for exactly one endpoint.
-    if claims["aud"] != endpoint:
-        raise BrowserAssertionError(BrowserAssertionReason.WRONG_AUDIENCE)
-    exp = _time(claims, "exp", round_up=True)
-    iat = _time(claims, "iat")
-    if exp <= iat or exp - iat > MAX_BROWSER_ASSERTION_LIFETIME:
-        raise BrowserAssertionError(BrowserAssertionReason.LIFETIME_TOO_LONG)
-    if now >= exp + skew:
-        raise BrowserAssertionError(BrowserAssertionReason.EXPIRED)
-    if iat > now + skew:
-        raise BrowserAssertionError(BrowserAssertionReason.NOT_YET_VALID)
-    if "nbf" in claims:
-        nbf = numeric_date(claims["nbf"])
-        if nbf is None:
-            raise BrowserAssertionError(BrowserAssertionReason.INVALID_CLAIM, "nbf")
-        if nbf > now + skew:
-            raise BrowserAssertionError(BrowserAssertionReason.NOT_YET_VALID)
-    jti = _string(claims, "jti")
-    if not is_jwt_id(jti):
-        raise BrowserAssertionError(BrowserAssertionReason.INVALID_CLAIM, "jti")
-    user_id = _string(claims, "sub")
-    if not is_user_id(user_id):
-        raise BrowserAssertionError(BrowserAssertionReason.INVALID_CLAIM, "sub")
-    session_id = _string(claims, "session_id")
-    if len(session_id) > _MAX_SESSION_ID or _VISIBLE_ASCII.fullmatch(session_id) is None:
-        raise BrowserAssertionError(BrowserAssertionReason.INVALID_CLAIM, "session_id")
-    return_to = _string(claims, "return_to")
+    profile = _PROFILE.with_limits(algorithms=algorithms)
+    try:
+        verified = verify_profiled_jwt(
+            assertion, profile, keys=keys, issuer=client_id, audience=endpoint, now=now, skew=skew
+        )
+    except JWTRefusal as refused:
+        raise BrowserAssertionError(_REASONS[refused.kind], refused.claim) from None
+    claims = verified.claims
+    return_to = claims["return_to"]
     if not is_company_url(return_to, company_domains):
         raise BrowserAssertionError(BrowserAssertionReason.FOREIGN_RETURN_TO)
     return BrowserAssertion(
         client_id=client_id,
-        user_id=user_id,
-        session_id=session_id,
+        user_id=claims["sub"],
+        session_id=claims["session_id"],
         return_to=return_to,
-        jti=jti,
-        iat=iat,
-        exp=exp,
+        jti=verified.jti,
+        iat=verified.iat,
+        exp=verified.exp,
     )
