@@ -143,6 +143,11 @@ def _openapi(config: NorthwindConfig) -> OpenAPIConfig:
     )
 
 
+def _loopback_origin(origin: str) -> bool:
+    parts = urlsplit(origin)
+    return parts.scheme == "http" and (parts.hostname or "") in ("127.0.0.1", "localhost", "::1")
+
+
 def create_app(config: NorthwindConfig) -> Litestar:
     """Build Northwind for one configuration (tests build as many as they like)."""
     clock = config.clock or (lambda: datetime.now(UTC))
@@ -153,6 +158,8 @@ def create_app(config: NorthwindConfig) -> Litestar:
         http=config.http_client,
         clock=config.clock,
         resource_metadata_url=protected_resource_metadata_url(config.origin),
+        # Served on an http loopback origin (make run): development agents are http loopback too.
+        allow_http_loopback=_loopback_origin(config.origin),
     )
     # Operations: proposed in Frontdoor's ledger, performed when its webhook says so.
     ledger = (

@@ -72,6 +72,14 @@ async def find_session(conn: asyncpg.Connection, tenant_id: str, session_id: str
     return None if row is None else _rec(row)
 
 
+async def find_delegated_session(conn: asyncpg.Connection, tenant_id: str, client_id: str,
+                                 agent_sid: str) -> SessionRecord | None:
+    """The PAP 1.0 Session the agent ``client_id`` named ``agent_sid`` (ADR 0004 §5), or None."""
+    row = await conn.fetchrow("SELECT " + _COLS + " FROM pap_sessions WHERE tenant_id = $1 AND client_id = $2"
+                              " AND agent_sid = $3 AND profile = '1.0'", tenant_id, client_id, agent_sid)
+    return None if row is None else _rec(row)
+
+
 async def touch_session(conn: asyncpg.Connection, tenant_id: str, session_id: str, *, now: datetime) -> None:
     """Record use (renewal, introspection), at most about once a minute per Session."""
     await conn.execute(

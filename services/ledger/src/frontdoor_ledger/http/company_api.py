@@ -34,6 +34,7 @@ __all__ = ["domain_error", "routes"]
 _NO_STORE = {"Cache-Control": "no-store"}
 _SAFE_PATH = re.compile(r"\$(\.[a-z_]{1,40}|\[[0-9]{1,6}\])*")
 _LIMIT = re.compile(r"[0-9]{1,3}")
+_AGENT_SID = re.compile(r"[A-Za-z0-9_-]{1,256}")  # a 1.0 sid [Q14]
 _OLDEST = datetime(2000, 1, 1, tzinfo=UTC)
 _STATUS = {"invalid": 400, "not_found": 404, "conflict": 409, "forbidden": 403, "unavailable": 503}
 OPERATIONS_EXTENSION = "operations"
@@ -86,7 +87,8 @@ class CallerRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     """The caller the company verified.
 
     ``session_id`` is Frontdoor's ``ses_...`` ID under both profiles (the sdk's
-    ``Caller.frontdoor_session_id``). Under 1.0 a Session is not signed in itself: the
+    ``Caller.frontdoor_session_id``); for a 1.0 Session the ``sid`` its agent chose is
+    accepted too (unique per ``client_id``). Under 1.0 a Session is not signed in itself: the
     request's access token is, so the company passes that token's ``account`` (ADR 0004 §9);
     under 0.2 the account is the Session's own sign-in and ``account``, if sent, must match it.
     """
@@ -115,10 +117,15 @@ def _decode(raw: bytes, typ: type[Any]) -> Any:
         raise Invalid("invalid_request", "The body must be a JSON object.") from None
 
 
-async def _live_session(ctx: LedgerContext, tenant: LedgerTenant, session_id: str) -> Any:
+async def _live_session(ctx: LedgerContext, tenant: LedgerTenant, session_id: str, *,
+                        client_id: str | None = None) -> Any:
+    """The live Session by Frontdoor's ``ses_`` ID, or (given the agent) a 1.0 Session by the ``sid`` it chose."""
     async with ctx.pool.acquire() as conn:
         session = (await session_store.find_session(conn, tenant.tenant_id, session_id)
                    if ledger.is_operation_id(session_id) else None)  # the same ID alphabet
+        if (client_id is not None and (session is None or session.client_id != client_id)
+                and _AGENT_SID.fullmatch(session_id)):
+            session = await session_store.find_delegated_session(conn, tenant.tenant_id, client_id, session_id)
     if session is None or not session.live:
         raise Conflict("session_inactive", "That Session is not a live Session of this tenant.")
     return session
@@ -147,7 +154,7 @@ async def _supports_operations(ctx: LedgerContext, client_id: str) -> bool:
 async def propose(company: LedgerTenant, request: Request[Any, Any, Any], state: State) -> Response[Any]:
     ctx: LedgerContext = state.ctx
     body: ProposeBody = _decode(await request.body(), ProposeBody)
-    session = await _live_session(ctx, company, body.caller.session_id)
+    session = await _live_session(ctx, company, body.caller.session_id, client_id=body.caller.client_id)
     if session.client_id != body.caller.client_id or session.user_id != body.caller.user_id:
         raise Conflict("session_inactive", "That Session is not this agent's and user's.")
     if not await _supports_operations(ctx, session.client_id):
