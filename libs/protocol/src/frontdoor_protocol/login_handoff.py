@@ -23,27 +23,27 @@ keys from the verifier's own source (a ``jwk``/``jku``/``x5c``/``x5u`` header is
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Any, Final, cast
 from urllib.parse import urlsplit
 
 import msgspec
 from joserfc.errors import JoseError
-from joserfc.jwk import ECKey, Key, KeySet
-from joserfc.jws import JWSRegistry
+from joserfc.jwk import ECKey, KeySet
 
-from frontdoor_protocol.base64url import b64url_encode
-from frontdoor_protocol.compact_jws import CompactJWS, MalformedJWS, parse_compact_jws
-from frontdoor_protocol.jws_verification import (
-    KeyProblem,
-    embeds_key,
-    key_fits_algorithm,
-    select_verification_keys,
-    signature_verifies,
-)
-from frontdoor_protocol.jwt_assertion import media_type
+from frontdoor_protocol.compact_jws import sign_compact_jws
+from frontdoor_protocol.jws_verification import key_fits_algorithm
 from frontdoor_protocol.jwt_claims import is_jwt_id, numeric_date
+from frontdoor_protocol.jwt_profile import (
+    ClaimRule,
+    JWTProfile,
+    JWTRefusal,
+    ProfiledJWT,
+    reason_table,
+    required_string,
+    verify_profiled_jwt,
+)
 from frontdoor_protocol.scopes import format_scope, parse_scope
 
 __all__ = [
@@ -91,7 +91,6 @@ _RESPONSE_TYPES: Final = frozenset({LOGIN_RESPONSE_TYPE, "jwt"})
 _PRIVATE_MEMBERS: Final = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth", "k"})
 _VISIBLE_ASCII: Final = re.compile(r"[\x21-\x7e]+")
 _DEFAULT_PORTS: Final = {"https": 443, "http": 80}
-_ENCODER: Final = msgspec.json.Encoder()
 
 
 class LoginHandoffReason(StrEnum):
@@ -401,10 +400,7 @@ def _sign(claims: Mapping[str, Any], key: ECKey, kid: str, typ: str) -> str:
         raise ValueError("login messages are signed with a private P-256 key")
     if not kid:
         raise ValueError("kid is required")
-    header = _ENCODER.encode({"alg": LOGIN_HANDOFF_ALGORITHM, "typ": typ, "kid": kid})
-    signing_input = f"{b64url_encode(header)}.{b64url_encode(_ENCODER.encode(dict(claims)))}"
-    signature = JWSRegistry.algorithms[LOGIN_HANDOFF_ALGORITHM].sign(signing_input.encode("ascii"), key)
-    return f"{signing_input}.{b64url_encode(signature)}"
+    return sign_compact_jws({"alg": LOGIN_HANDOFF_ALGORITHM, "typ": typ, "kid": kid}, claims, key)
 
 
 def sign_login_request(claims: Mapping[str, Any], key: ECKey, kid: str) -> str:
@@ -425,88 +421,38 @@ def sign_login_response(claims: Mapping[str, Any], key: ECKey, kid: str) -> str:
     return _sign(claims, key, kid, LOGIN_RESPONSE_TYPE)
 
 
-def _verified_jws(token: str, keys: KeySet, types: Collection[str | None]) -> dict[str, Any]:
-    try:
-        jws = parse_compact_jws(token)
-    except MalformedJWS:
-        raise LoginHandoffError(LoginHandoffReason.MALFORMED) from None
-    header = jws.header
-    if media_type(header.get("typ")) not in types:
-        raise LoginHandoffError(LoginHandoffReason.WRONG_TYPE)
-    if jws.alg not in _ALLOWED:
-        raise LoginHandoffError(LoginHandoffReason.ALGORITHM_NOT_ACCEPTED)
-    if embeds_key(header):
-        raise LoginHandoffError(LoginHandoffReason.EMBEDDED_KEY)
-    kid = header.get("kid")
-    if kid is not None and not isinstance(kid, str):
-        raise LoginHandoffError(LoginHandoffReason.MALFORMED)
-    _check_signature(jws, keys, kid)
-    try:
-        return jws.claims()
-    except MalformedJWS:
-        raise LoginHandoffError(LoginHandoffReason.MALFORMED) from None
+_REQUEST_PROFILE: Final = JWTProfile(
+    types=frozenset({LOGIN_REQUEST_TYPE}),
+    algorithms=_ALLOWED,
+    max_lifetime=MAX_LOGIN_LIFETIME,
+    required=(ClaimRule("return_to"),),
+    kidless_tries_every_key=True,
+)
+"""Signed by the issuer key; ``return_to``, ``agent_name`` and ``scope`` are checked after."""
+_RESPONSE_PROFILE: Final = JWTProfile(
+    types=_RESPONSE_TYPES,
+    typ_optional=True,
+    algorithms=_ALLOWED,
+    max_lifetime=MAX_LOGIN_LIFETIME,
+    required=(ClaimRule("sub", is_account_id), ClaimRule("request_jti")),
+    # Without a kid every fitting key is tried: a company rotating keys may publish two.
+    kidless_tries_every_key=True,
+)
+_REASONS: Final = reason_table(LoginHandoffReason)
 
 
-def _check_signature(jws: CompactJWS, keys: KeySet, kid: str | None) -> None:
-    selected: tuple[Key, ...] | KeyProblem
-    if kid is None:
-        # Without a kid every fitting key is tried: a company rotating keys may publish two.
-        selected = tuple(key for key in keys.keys if key_fits_algorithm(key, jws.alg)) or KeyProblem.UNKNOWN_KID
-    else:
-        selected = select_verification_keys(keys, kid=kid, alg=jws.alg)
-    if selected is KeyProblem.UNKNOWN_KID:
-        raise LoginHandoffError(LoginHandoffReason.UNKNOWN_KEY)
-    if isinstance(selected, KeyProblem) or not any(signature_verifies(jws, key) for key in selected):
-        raise LoginHandoffError(LoginHandoffReason.BAD_SIGNATURE)
+def _verified(token: str, profile: JWTProfile, *, keys: KeySet, iss: str, aud: str, now: int, skew: int) -> ProfiledJWT:
+    try:
+        return verify_profiled_jwt(token, profile, keys=keys, issuer=iss, audience=aud, now=now, skew=skew)
+    except JWTRefusal as refused:
+        raise LoginHandoffError(_REASONS[refused.kind], refused.claim) from None
 
 
 def _string(claims: Mapping[str, Any], name: str) -> str:
-    if name not in claims:
-        raise LoginHandoffError(LoginHandoffReason.MISSING_CLAIM, name)
-    value = claims[name]
-    if not isinstance(value, str) or not value:
-        raise LoginHandoffError(LoginHandoffReason.INVALID_CLAIM, name)
-    return value
-
-
-def _time(claims: Mapping[str, Any], name: str, *, round_up: bool = False) -> int:
-    if name not in claims:
-        raise LoginHandoffError(LoginHandoffReason.MISSING_CLAIM, name)
-    value = numeric_date(claims[name], round_up=round_up)
-    if value is None:
-        raise LoginHandoffError(LoginHandoffReason.INVALID_CLAIM, name)
-    return value
-
-
-def _common(
-    claims: Mapping[str, Any], *, iss: str, aud: str, now: int, max_lifetime: int, skew: int
-) -> tuple[str, int]:
-    """Checks both messages share, in order: iss, aud, times, jti. Returns (jti, exp)."""
-    if _string(claims, "iss") != iss:
-        raise LoginHandoffError(LoginHandoffReason.WRONG_ISSUER)
-    if "aud" not in claims:
-        raise LoginHandoffError(LoginHandoffReason.MISSING_CLAIM, "aud")
-    # One string, never an array: the message is for exactly one party.
-    if claims["aud"] != aud:
-        raise LoginHandoffError(LoginHandoffReason.WRONG_AUDIENCE)
-    exp = _time(claims, "exp", round_up=True)
-    iat = _time(claims, "iat")
-    if exp <= iat or exp - iat > max_lifetime:
-        raise LoginHandoffError(LoginHandoffReason.LIFETIME_TOO_LONG)
-    if now >= exp + skew:
-        raise LoginHandoffError(LoginHandoffReason.EXPIRED)
-    if iat > now + skew:
-        raise LoginHandoffError(LoginHandoffReason.NOT_YET_VALID)
-    if "nbf" in claims:
-        nbf = numeric_date(claims["nbf"])
-        if nbf is None:
-            raise LoginHandoffError(LoginHandoffReason.INVALID_CLAIM, "nbf")
-        if nbf > now + skew:
-            raise LoginHandoffError(LoginHandoffReason.NOT_YET_VALID)
-    jti = _string(claims, "jti")
-    if not is_jwt_id(jti):
-        raise LoginHandoffError(LoginHandoffReason.INVALID_CLAIM, "jti")
-    return jti, exp
+    try:
+        return required_string(claims, name)
+    except JWTRefusal as refused:
+        raise LoginHandoffError(_REASONS[refused.kind], refused.claim) from None
 
 
 def _check_parameters(max_lifetime: int, skew: int) -> None:
@@ -544,9 +490,10 @@ def verify_login_request(
         ValueError: For a bad parameter.
     """
     _check_parameters(max_lifetime, skew)
-    claims = _verified_jws(token, keys, (LOGIN_REQUEST_TYPE,))
-    jti, exp = _common(claims, iss=issuer, aud=login_origin, now=now, max_lifetime=max_lifetime, skew=skew)
-    if _string(claims, "return_to") != login_callback_url(issuer):
+    profile = _REQUEST_PROFILE.with_limits(max_lifetime=max_lifetime)
+    verified = _verified(token, profile, keys=keys, iss=issuer, aud=login_origin, now=now, skew=skew)
+    claims = verified.claims
+    if claims["return_to"] != login_callback_url(issuer):
         raise LoginHandoffError(LoginHandoffReason.WRONG_RETURN_TO)
     agent_name = _string(claims, "agent_name")
     if not _is_agent_name(agent_name):
@@ -555,7 +502,9 @@ def verify_login_request(
         scopes = parse_scope(_string(claims, "scope"))
     except ValueError:
         raise LoginHandoffError(LoginHandoffReason.INVALID_CLAIM, "scope") from None
-    return LoginRequest(return_to=login_callback_url(issuer), agent_name=agent_name, scopes=scopes, jti=jti, exp=exp)
+    return LoginRequest(
+        return_to=login_callback_url(issuer), agent_name=agent_name, scopes=scopes, jti=verified.jti, exp=verified.exp
+    )
 
 
 def verify_login_response(
@@ -593,11 +542,8 @@ def verify_login_response(
         ValueError: For a bad parameter.
     """
     _check_parameters(max_lifetime, skew)
-    claims = _verified_jws(token, keys, (*_RESPONSE_TYPES, None))
-    jti, exp = _common(claims, iss=expected_issuer, aud=audience, now=now, max_lifetime=max_lifetime, skew=skew)
-    account_id = _string(claims, "sub")
-    if not is_account_id(account_id):
-        raise LoginHandoffError(LoginHandoffReason.INVALID_CLAIM, "sub")
-    if _string(claims, "request_jti") != expected_request_jti:
+    profile = _RESPONSE_PROFILE.with_limits(max_lifetime=max_lifetime)
+    verified = _verified(token, profile, keys=keys, iss=expected_issuer, aud=audience, now=now, skew=skew)
+    if verified.claims["request_jti"] != expected_request_jti:
         raise LoginHandoffError(LoginHandoffReason.WRONG_REQUEST)
-    return LoginResponse(account_id=account_id, jti=jti, exp=exp)
+    return LoginResponse(account_id=verified.claims["sub"], jti=verified.jti, exp=verified.exp)
