@@ -33,7 +33,7 @@ from tests.e2e.test_stack import (  # noqa: F401  (the module-scoped stack fixtu
     northwind_password,
     stack,
 )
-from tests.support.pap10_agent import Pap10Agent, Session, discover
+from tests.support.pap10_agent import Pap10Agent, Session, SignInError, discover
 
 pytestmark = pytest.mark.e2e
 
@@ -147,3 +147,26 @@ def test_play_agent_profile_1_0_end_to_end(stack: Stack) -> None:  # noqa: F811
     text = "".join(out)
     assert "eyJ" not in text  # no JWT or token is ever printed
 
+
+
+async def test_the_independent_agent_signs_in_by_direct_sign_in(stack: Stack) -> None:  # noqa: F811
+    """Direct Sign-In under 1.0 [S §5]: PKCE S256, ``state`` and the RFC 9207 ``iss`` checked
+    before the code is redeemed at the token endpoint without a ``session_id``."""
+    agent = Pap10Agent(name="E2E 1.0 Direct Agent")
+    with agent.serve():
+        async with httpx.AsyncClient(timeout=10) as http:
+            found = await discover(http, stack.northwind, versions=("1.0", "0.2"), loopback_dev=True)
+            pending = agent.authorize(found, "orders:read")
+            done = Browser().approve_direct(pending.url, "ada@northwind.example", northwind_password(stack))
+            assert "Back at the agent" in done.text, done.text[:300]
+            returned = agent.callbacks[-1]
+            assert returned["iss"] == found.issuer and returned["state"] == pending.state
+            with pytest.raises(SignInError) as forged:  # a redirect that is not ours is never redeemed
+                await agent.redeem(http, found, pending, {**returned, "state": "another"})
+            assert forged.value.code == "state"
+            r = await agent.redeem(http, found, pending, returned)
+            assert r.status_code == 200, r.text
+            assert "session_id" not in r.json()
+            r, _ = await agent.call(http, "GET", f"{stack.northwind}/api/orders", Session(sub=unique("e2e-")),
+                                    aud=found.company_id)
+            assert r.status_code == 200, r.text
