@@ -49,6 +49,7 @@ def test_the_protocol_fixture_is_accepted_with_its_extensions() -> None:
         jwks_uri="https://agent.example/jwks.json",
         redirect_uris=("https://agent.example/oauth/callback",),
         logo_uri="https://agent.example/logo.png",
+        auth_method_declared=True,  # the fixture names private_key_jwt ([S §3] for 1.0 sign-in)
         extensions=metadata.extensions,
     )
     assert metadata.extension_version("operations") == "1"
