@@ -30,10 +30,17 @@ from enum import StrEnum
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from frontdoor_protocol.compact_jws import CompactJWS, MalformedJWS, parse_compact_jws
-from frontdoor_protocol.jws_verification import KeyProblem, embeds_key, select_verification_keys, signature_verifies
-from frontdoor_protocol.jwt_assertion import media_type
-from frontdoor_protocol.jwt_claims import is_jwt_id, numeric_date
+from frontdoor_protocol.compact_jws import CompactJWS
+from frontdoor_protocol.jwt_profile import (
+    ClaimRule,
+    JWTProfile,
+    JWTRefusal,
+    check_profiled_claims,
+    check_profiled_signature,
+    read_profiled_jws,
+    reason_table,
+    required_string,
+)
 from frontdoor_protocol.login_handoff import is_account_id
 from joserfc.jwk import KeySet
 
@@ -140,80 +147,42 @@ def _origin(relay_origin: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def _parsed(token: str) -> CompactJWS:
-    try:
-        jws = parse_compact_jws(token)
-    except MalformedJWS:
-        raise _refuse(RelayRefusedReason.MALFORMED) from None
-    header = jws.header
-    if media_type(header.get("typ")) != RELAY_TYPE:
-        raise _refuse(RelayRefusedReason.WRONG_TYPE)
-    if jws.alg != _ALGORITHM:
-        raise _refuse(RelayRefusedReason.ALGORITHM_NOT_ACCEPTED)
-    if embeds_key(header):
-        raise _refuse(RelayRefusedReason.EMBEDDED_KEY)
-    kid = header.get("kid")
-    if kid is not None and not isinstance(kid, str):
-        raise _refuse(RelayRefusedReason.MALFORMED)
-    return jws
+_PROFILE: Final = JWTProfile(
+    types=frozenset({RELAY_TYPE}),
+    algorithms=frozenset({_ALGORITHM}),
+    max_lifetime=MAX_RELAY_LIFETIME,
+    required=(ClaimRule("sub"), ClaimRule("client_id")),
+    max_string_length=_MAX_VALUE,
+)
+"""Signed by your issuer's key for your relay's origin; the step's claims are checked after."""
+_REASONS: Final = reason_table(RelayRefusedReason)
+
+
+def _refused(refusal: JWTRefusal) -> RelayRefused:
+    return RelayRefused(_REASONS[refusal.kind], refusal.claim)
 
 
 def _check_signature(jws: CompactJWS, keys: KeySet) -> None:
-    kid = jws.header.get("kid")
-    selected = select_verification_keys(keys, kid=kid if isinstance(kid, str) else None, alg=jws.alg)
-    if selected is KeyProblem.UNKNOWN_KID:
-        raise _refuse(RelayRefusedReason.UNKNOWN_KEY)
-    if isinstance(selected, KeyProblem) or not any(signature_verifies(jws, key) for key in selected):
-        raise _refuse(RelayRefusedReason.BAD_SIGNATURE)
+    try:
+        check_profiled_signature(jws, _PROFILE, keys)
+    except JWTRefusal as refusal:
+        raise _refused(refusal) from None
 
 
 def _string(claims: dict[str, Any], name: str, *, limit: int = _MAX_VALUE) -> str:
-    if name not in claims:
-        raise _refuse(RelayRefusedReason.MISSING_CLAIM, name)
-    value = claims[name]
-    if not isinstance(value, str) or not value or len(value) > limit:
-        raise _refuse(RelayRefusedReason.INVALID_CLAIM, name)
-    return value
-
-
-def _time(claims: dict[str, Any], name: str, *, round_up: bool = False) -> int:
-    if name not in claims:
-        raise _refuse(RelayRefusedReason.MISSING_CLAIM, name)
-    value = numeric_date(claims[name], round_up=round_up)
-    if value is None:
-        raise _refuse(RelayRefusedReason.INVALID_CLAIM, name)
-    return value
+    try:
+        return required_string(claims, name, max_length=limit)
+    except JWTRefusal as refusal:
+        raise _refused(refusal) from None
 
 
 def _request(jws: CompactJWS, *, issuer: str, audience: str, now: int, skew: int) -> RelayRequest:
     try:
-        claims = jws.claims()
-    except MalformedJWS:
-        raise _refuse(RelayRefusedReason.MALFORMED) from None
-    if _string(claims, "iss") != issuer:
-        raise _refuse(RelayRefusedReason.WRONG_ISSUER)
-    if "aud" not in claims:
-        raise _refuse(RelayRefusedReason.MISSING_CLAIM, "aud")
-    if claims["aud"] != audience:  # one string, never an array
-        raise _refuse(RelayRefusedReason.WRONG_AUDIENCE)
-    exp = _time(claims, "exp", round_up=True)
-    iat = _time(claims, "iat")
-    if exp <= iat or exp - iat > MAX_RELAY_LIFETIME:
-        raise _refuse(RelayRefusedReason.LIFETIME_TOO_LONG)
-    if now >= exp + skew:
-        raise _refuse(RelayRefusedReason.EXPIRED)
-    if iat > now + skew:
-        raise _refuse(RelayRefusedReason.NOT_YET_VALID)
-    if "nbf" in claims:
-        nbf = numeric_date(claims["nbf"])
-        if nbf is None:
-            raise _refuse(RelayRefusedReason.INVALID_CLAIM, "nbf")
-        if nbf > now + skew:
-            raise _refuse(RelayRefusedReason.NOT_YET_VALID)
-    jti = _string(claims, "jti")
-    if not is_jwt_id(jti):
-        raise _refuse(RelayRefusedReason.INVALID_CLAIM, "jti")
-    user_id, client_id = _string(claims, "sub"), _string(claims, "client_id")
+        verified = check_profiled_claims(jws, _PROFILE, issuer=issuer, audience=audience, now=now, skew=skew)
+    except JWTRefusal as refusal:
+        raise _refused(refusal) from None
+    claims, jti, exp = verified.claims, verified.jti, verified.exp
+    user_id, client_id = claims["sub"], claims["client_id"]
     if "fields" in claims:
         if "code" in claims or "sign_in_id" in claims:
             raise _refuse(RelayRefusedReason.INVALID_CLAIM, "fields")
@@ -271,7 +240,10 @@ async def verify_relay_request(
     if not 0 <= skew <= 300:
         raise ValueError("skew must be 0 to 300 seconds")
     audience = _origin(relay_origin)
-    jws = _parsed(token)
+    try:
+        jws = read_profiled_jws(token, _PROFILE)
+    except JWTRefusal as refusal:
+        raise _refused(refusal) from None
     if isinstance(issuer_keys, KeySet):
         _check_signature(jws, issuer_keys)
     else:
