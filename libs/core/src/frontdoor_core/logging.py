@@ -1,4 +1,4 @@
-"""structlog JSON logging with request context and a redaction processor.
+"""structlog JSON logging with request context (``request_id``, ``trace_id``) and a redaction processor.
 
 The redaction processor runs before any renderer, so no sink sees a credential:
 values under sensitive keys are replaced whatever their shape, and credential-shaped
@@ -15,8 +15,9 @@ from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 import structlog
+from opentelemetry import trace
 
-__all__ = ["REDACTED", "configure_logging", "get_logger", "redact", "redact_processor"]
+__all__ = ["REDACTED", "add_trace_ids", "configure_logging", "get_logger", "redact", "redact_processor"]
 
 REDACTED = "[redacted]"
 
@@ -65,6 +66,19 @@ def redact_processor(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> M
     return event_dict
 
 
+def add_trace_ids(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """structlog processor adding the current span's ``trace_id`` and ``span_id`` (hex).
+
+    Alongside the ``request_id`` the HTTP services bind, a log line can be found from its
+    trace and the trace from the line. Outside a trace nothing is added.
+    """
+    ctx = trace.get_current_span().get_span_context()
+    if ctx.is_valid:
+        event_dict.setdefault("trace_id", format(ctx.trace_id, "032x"))
+        event_dict.setdefault("span_id", format(ctx.span_id, "016x"))
+    return event_dict
+
+
 class _CurrentStdout:
     """``sys.stdout`` as it is when a line is written, not when logging was configured.
 
@@ -89,6 +103,7 @@ def configure_logging(*, level: str = "info", fmt: str = "json", stream: Any = N
     )
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
+        add_trace_ids,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.processors.format_exc_info,

@@ -54,6 +54,13 @@ class OutboxTable:
         )
         return [OutboxEvent(**dict(r)) for r in rows]
 
+    async def depth(self, conn: asyncpg.Connection, *, cap: int = 10_000) -> int:
+        """How many events wait to be forwarded, counted up to ``cap`` (a bounded scan)."""
+        return int(await conn.fetchval(
+            f"SELECT count(*) FROM (SELECT 1 FROM {self.table} WHERE forwarded_at IS NULL LIMIT $1) AS waiting",  # noqa: S608
+            cap,
+        ))
+
     async def mark_forwarded(self, conn: asyncpg.Connection, events: Sequence[OutboxEvent], *,
                              now: datetime) -> None:
         """Mark events as handed on (in the transaction that did it)."""

@@ -69,6 +69,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     log_level: Annotated[Literal["debug", "info", "warning", "error"], _doc("Log level (`debug`, `info`, `warning`, `error`).")] = "info"
     log_format: Annotated[Literal["json", "console"], _doc("`json` (one object per line) or `console` (coloured, for humans).")] = "json"
     otel_exporter_otlp_endpoint: Annotated[str, _doc("OTLP/HTTP endpoint for traces. Empty: spans are created but not exported.")] = ""
+    metrics_port: Annotated[int, _doc("Port of the internal listener serving Prometheus `/metrics` (every interface, apart from the public app; keep it off the Service and Ingress). 0: no listener. Several granian workers: also set `PROMETHEUS_MULTIPROC_DIR`.")] = 0
     signup_rate_limit: Annotated[int, _doc("Sign-ups allowed per client network per hour (an IPv4 address, or an IPv6 /64).")] = 10
     login_rate_limit: Annotated[int, _doc("Login attempts allowed per email per 15 minutes (however it is spelt: case, spaces, trailing dots, fullwidth forms and IDNA are normalised first).")] = 10
     login_network_rate_limit: Annotated[int, _doc("Login and invitation attempts allowed per client network (an IPv4 address, or an IPv6 /64) per 15 minutes (all emails together).")] = 50
@@ -201,6 +202,8 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
                     ipaddress.ip_network(part.strip(), strict=False)
         except ValueError:
             raise SettingsError(f"{ENV_NAMES['trusted_proxies']}: not a list of CIDRs") from None
+    if not 0 <= settings.metrics_port <= 65535:
+        raise SettingsError(f"{ENV_NAMES['metrics_port']}: not a port (0 turns the listener off)")
     for name in ("issuer_base_url", "console_base_url", "ledger_base_url"):
         url = getattr(settings, name)
         if url.endswith("/"):

@@ -1,53 +1,75 @@
-"""A server span per HTTP request (route template, method, status; never headers).
+"""Server spans through Litestar's OpenTelemetry plugin, named by route template.
 
-The span is named ``METHOD {route template}`` (``POST /invite/{token:str}``), never with
-the raw path: some paths carry bearer values (an invitation token), and spans go to an
-exporter. A request no route matched is named by its method alone (OpenTelemetry's rule
-for a span without a low-cardinality route).
+The plugin (OpenTelemetry's ASGI instrumentation) honours an incoming ``traceparent`` and
+records method and status. Litestar's default names a span, and sets ``http.route``, from
+the raw path; some paths carry bearer values (an invitation token) and spans go to an
+exporter, so `route_span_details` resolves the route first and names the span
+``METHOD {route template}`` (``POST /invite/{token}``), and the path and URL attributes
+the instrumentation would record are replaced by the template (a query string by a
+marker). A request no route matched is named by its method alone (OpenTelemetry's rule
+for a span without a low-cardinality route). Headers are never recorded.
 """
 
 from __future__ import annotations
 
-from litestar.enums import ScopeType
-from litestar.types import ASGIApp, Message, Receive, Scope, Send
-from opentelemetry import trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from typing import Any
 
-__all__ = ["TracingMiddleware"]
+from litestar.plugins.opentelemetry import OpenTelemetryConfig, OpenTelemetryPlugin
+from litestar.types import Scope
+from litestar.utils import normalize_path
 
-_tracer = trace.get_tracer("frontdoor.http")
+__all__ = ["UNMATCHED_ROUTE", "opentelemetry_plugin", "route_span_details", "route_template"]
+
+UNMATCHED_ROUTE = "[unmatched]"
+"""What stands for the path of a request no route matched."""
+_QUERY_MARKER = "[query]"
 
 
-class TracingMiddleware:
-    """Wraps each request in a span named ``METHOD route-template``."""
+def route_template(scope: Scope) -> str | None:
+    """The route template the app's router resolves this request to, or None.
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+    The router's lookup is cached, so resolving here and again in the router costs one
+    lookup per distinct path.
+    """
+    app: Any = scope.get("app")
+    router = getattr(app, "asgi_router", None)
+    if router is None:
+        return None
+    path = str(scope.get("path", ""))
+    if root_path := scope.get("root_path", ""):
+        path = path.split(root_path, maxsplit=1)[-1]
+    try:
+        resolved = router.handle_routing(path=normalize_path(path), method=scope.get("method"))
+    except Exception:  # no route (404), no method (405): named by the method alone
+        return None
+    return str(resolved[-1])
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != ScopeType.HTTP:
-            await self.app(scope, receive, send)
-            return
-        method = str(scope.get("method", "GET"))
-        with _tracer.start_as_current_span(method, kind=SpanKind.SERVER) as span:
-            span.set_attribute("http.request.method", method)
 
-            def name_by_route() -> None:
-                template = scope.get("path_template")  # set by the router once the route is known
-                if template:
-                    span.update_name(f"{method} {template}")
-                    span.set_attribute("http.route", str(template))
+def route_span_details(scope: Scope) -> tuple[str, dict[str, Any]]:
+    """Span name and attributes for `OpenTelemetryConfig.scope_span_details_extractor`."""
+    method = str(scope.get("method", "")).strip() or str(scope["type"]).upper()
+    template = route_template(scope)
+    shown = template or UNMATCHED_ROUTE
+    headers = dict(scope.get("headers", ()))
+    host = headers.get(b"host", b"").decode("latin-1")
+    attributes: dict[str, Any] = {
+        "http.target": shown,
+        "url.path": shown,
+        "http.url": f"{scope.get('scheme', 'http')}://{host}{shown}",
+    }
+    if scope.get("query_string"):
+        attributes["url.query"] = _QUERY_MARKER
+    if template is None:
+        return method, attributes
+    attributes["http.route"] = template
+    return f"{method} {template}", attributes
 
-            async def wrapped(message: Message) -> None:
-                if message["type"] == "http.response.start":
-                    name_by_route()
-                    status = int(message["status"])
-                    span.set_attribute("http.response.status_code", status)
-                    if status >= 500:
-                        span.set_status(Status(StatusCode.ERROR))
-                await send(message)
 
-            try:
-                await self.app(scope, receive, wrapped)
-            finally:
-                name_by_route()
+def opentelemetry_plugin() -> OpenTelemetryPlugin:
+    """Litestar's OpenTelemetry plugin as every Frontdoor service configures it."""
+    return OpenTelemetryPlugin(
+        OpenTelemetryConfig(
+            scope_span_details_extractor=route_span_details,
+            exclude_spans=["receive", "send"],  # one span per request, not one per ASGI message
+        )
+    )

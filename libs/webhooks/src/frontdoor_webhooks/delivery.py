@@ -25,7 +25,9 @@ import asyncpg
 import msgspec
 from frontdoor_core.clock import Clock
 from frontdoor_core.logging import get_logger
+from frontdoor_core.metrics import DELIVERIES
 from frontdoor_core.rate_limit import hit
+from frontdoor_core.telemetry import inject_trace_context
 from frontdoor_tenancy.credentials import Kek
 from opentelemetry import trace
 
@@ -334,6 +336,7 @@ async def deliver(
         try:
             body = claimed.body.encode("utf-8")
             headers = webhook_headers(secrets, claimed.id, int(now.timestamp()), body)
+            inject_trace_context(headers)  # traceparent: the receiver joins the trace (W3C Trace Context)
             response = await sender.post(claimed.url, body, headers, policy.timeout.total_seconds())
             error_class = status_error_class(response.status)
             excerpt = response.body
@@ -352,6 +355,7 @@ async def deliver(
     report = await _settle(pool, claimed, policy, clock, started_at=started_at, duration_ms=duration_ms,
                            response=response, error_class=error_class, excerpt=excerpt, headers=headers,
                            on_settle=on_settle)
+    DELIVERIES.labels(claimed.purpose, report.state, report.error_class or "none").inc()
     _log.info("webhook_attempt", message_id=claimed.id, tenant_id=claimed.tenant_id, endpoint_id=claimed.endpoint_id,
               attempt=claimed.attempt, status=report.status, error_class=report.error_class, state=report.state,
               duration_ms=duration_ms)

@@ -16,10 +16,12 @@ from frontdoor_core.telemetry import configure_tracing
 from frontdoor_httpkit import (
     RequestIdMiddleware,
     SecurityHeadersMiddleware,
-    TracingMiddleware,
     health_routes,
     make_json_guard,
+    metrics_lifespan,
+    opentelemetry_plugin,
     problem_exception_handlers,
+    request_metrics_middleware,
 )
 from frontdoor_tenancy.credentials.key_encryption import Kek
 from litestar import Litestar, Request, get
@@ -120,14 +122,15 @@ def create_app(
     ]
     return Litestar(
         route_handlers=routes,
-        lifespan=[lifespan],
+        lifespan=[lifespan, metrics_lifespan("console", settings.metrics_port)],
         dependencies={"actor": Provide(deps.provide_actor)},
         # Every route, whoever adds it: viewers change nothing, owners alone manage keys and team.
         guards=[role_guard],
         exception_handlers=problem_exception_handlers(),
         before_request=make_json_guard(("/api/",)),
-        middleware=[RequestIdMiddleware, TracingMiddleware,
+        middleware=[RequestIdMiddleware, request_metrics_middleware("console"),
                     lambda app: SecurityHeadersMiddleware(app, hsts=not settings.is_dev)],
+        plugins=[opentelemetry_plugin()],  # server spans named by route template; traceparent honoured
         request_max_body_size=settings.max_body_bytes,
         template_config=TemplateConfig(directory=_HERE / "templates", engine=JinjaTemplateEngine),
         csrf_config=CSRFConfig(

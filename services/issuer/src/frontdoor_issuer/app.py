@@ -17,8 +17,10 @@ from frontdoor_core.telemetry import configure_tracing
 from frontdoor_httpkit import (
     RequestIdMiddleware,
     SecurityHeadersMiddleware,
-    TracingMiddleware,
     health_routes,
+    metrics_lifespan,
+    opentelemetry_plugin,
+    request_metrics_middleware,
 )
 from frontdoor_identity import AgentDirectory, DelegatedKeyDirectory
 from frontdoor_sessions import (
@@ -136,10 +138,11 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
                         *browser_join_pages.routes,  # PAP 1.0: the hosted browser join (ADR 0004 §8)
                         create_static_files_router(path="/_static", directories=[_HERE / "static"],
                                                    include_in_schema=False)],
-        lifespan=[lifespan],
+        lifespan=[lifespan, metrics_lifespan("issuer", settings.metrics_port)],
         exception_handlers={HTTPException: _protocol_error, Exception: _protocol_error},
-        middleware=[RequestIdMiddleware, TracingMiddleware,
+        middleware=[RequestIdMiddleware, request_metrics_middleware("issuer"),
                     lambda app: SecurityHeadersMiddleware(app, hsts=not settings.is_dev)],
+        plugins=[opentelemetry_plugin()],  # server spans named by route template; traceparent honoured
         request_max_body_size=settings.max_body_bytes,
         template_config=TemplateConfig(directory=_HERE / "templates", engine=JinjaTemplateEngine),
         # Forms on Frontdoor's own pages carry CSRF tokens; protocol endpoints authenticate

@@ -16,16 +16,26 @@ from typing import Any
 from frontdoor_core.clock import Clock
 from frontdoor_core.errors import DomainError
 from frontdoor_core.logging import configure_logging
+from frontdoor_core.metrics import DELIVERY_LAG, OUTBOX_DEPTH
 from frontdoor_core.outbound import OutboundPolicy, SafeFetcher
+from frontdoor_core.outbox import OutboxTable
 from frontdoor_core.runtime import Runtime
 from frontdoor_core.settings import Settings
 from frontdoor_core.telemetry import configure_tracing
-from frontdoor_httpkit import RequestIdMiddleware, SecurityHeadersMiddleware, TracingMiddleware, health_routes
+from frontdoor_httpkit import (
+    RequestIdMiddleware,
+    SecurityHeadersMiddleware,
+    health_routes,
+    metrics_lifespan,
+    opentelemetry_plugin,
+    request_metrics_middleware,
+)
 from frontdoor_identity import AgentDirectory, DelegatedKeyDirectory
 from frontdoor_operations.settled import OutcomeWaiters
 from frontdoor_sessions import IssuerKeys
 from frontdoor_sessions.replay_cache import ReplayCache
 from frontdoor_tenancy.credentials.key_encryption import Kek
+from frontdoor_webhooks.backlog import backlog
 from litestar import Litestar, Request, Response
 from litestar.exceptions import HTTPException, NotFoundException
 
@@ -36,6 +46,9 @@ from .http import agent_conversations, agent_operations, company_api, company_co
 from .performer import Performer
 
 __all__ = ["create_app"]
+
+# The event outboxes the dispatcher forwards (tenancy's and sessions').
+_OUTBOXES = (OutboxTable("outbox_events"), OutboxTable("session_events"))
 
 
 def _error(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, str]]:
@@ -56,6 +69,17 @@ def _error(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, str]
 def _refused(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     assert isinstance(exc, Refused)
     return exc.response
+
+
+async def _sample_backlog(app: Litestar) -> None:
+    """Delivery lag and outbox depth, for the operator's dashboard (every ledger reports
+    the same, cluster-wide values: aggregate them with ``max``)."""
+    async with app.state.pool.acquire() as conn:
+        found = await backlog(conn, app.state.ctx.now())
+        OUTBOX_DEPTH.labels("webhook_messages").set(found.due)
+        DELIVERY_LAG.set(found.lag_seconds)
+        for table in _OUTBOXES:
+            OUTBOX_DEPTH.labels(table.table).set(await table.depth(conn))
 
 
 def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any = None,
@@ -102,12 +126,13 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
     return Litestar(
         route_handlers=[*health_routes("ledger"), *agent_operations.routes, *company_api.routes,
                       *agent_conversations.routes, *company_conversations.routes, *openapi.routes],
-        lifespan=[lifespan],
+        lifespan=[lifespan, metrics_lifespan("ledger", settings.metrics_port, samplers=[_sample_backlog])],
         # Refusals raised by authentication and dependencies, and the use cases' domain errors.
         exception_handlers={HTTPException: _error, Exception: _error, Refused: _refused,
                             DomainError: company_api.domain_error},
-        middleware=[RequestIdMiddleware, TracingMiddleware,
+        middleware=[RequestIdMiddleware, request_metrics_middleware("ledger"),
                     lambda app: SecurityHeadersMiddleware(app, hsts=not settings.is_dev)],
+        plugins=[opentelemetry_plugin()],  # server spans named by route template; traceparent honoured
         request_max_body_size=settings.max_body_bytes,
         openapi_config=None,
         debug=False,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from frontdoor_core.metrics import INTROSPECTIONS
 from frontdoor_protocol.errors import ProtocolError
 from frontdoor_sessions import INACTIVE, authenticate_credential, introspect
 from litestar import Request, Response, post
@@ -32,6 +33,7 @@ async def introspection(slug: FromPath[str], request: Request[Any, Any, Any], st
         return oauth_error(exc)
     async with ctx.pool.acquire() as conn:
         if scheme.lower() != "bearer" or not await authenticate_credential(conn, tenant.tenant_id, credential.strip()):
+            INTROSPECTIONS.labels("refused").inc()
             return Response({"error": "invalid_client", "error_description": "Authenticate with a resource-server credential."},
                             status_code=401, headers={**NO_STORE, **_CHALLENGE})
         token = form.get("token")
@@ -39,4 +41,5 @@ async def introspection(slug: FromPath[str], request: Request[Any, Any, Any], st
             return oauth_error(ProtocolError("invalid_request", "token is required."))
         body = await introspect(conn, ctx.keys, tenant_id=tenant.tenant_id, issuer=tenant.issuer, token=token,
                                 now=ctx.now())
+    INTROSPECTIONS.labels("active" if body else "inactive").inc()
     return Response(body or INACTIVE, status_code=200, headers=NO_STORE)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from frontdoor_core.errors import Unavailable
+from frontdoor_core.metrics import TOKEN_GRANTS, grant_type_label
 from frontdoor_httpkit import client_address
 from frontdoor_protocol.errors import ProtocolError
 from frontdoor_sessions import Grant, GrantRefused, TokenRequest
@@ -39,9 +40,11 @@ async def token(slug: FromPath[str], request: Request[Any, Any, Any], state: Sta
     grants: Mapping[str, Grant] = state.grants
     grant_type = form.get("grant_type")
     if grant_type is None:
+        TOKEN_GRANTS.labels("missing", "invalid_request").inc()
         return oauth_error(ProtocolError("invalid_request", "grant_type is required."))
     grant = grants.get(grant_type)
     if grant is None:
+        TOKEN_GRANTS.labels(grant_type_label(grant_type), "unsupported_grant_type").inc()
         return oauth_error(ProtocolError("unsupported_grant_type", "This grant type is not supported here."))
     req = TokenRequest(
         grant_type=grant_type, client_id=form.get("client_id"),
@@ -52,10 +55,14 @@ async def token(slug: FromPath[str], request: Request[Any, Any, Any], state: Sta
         dpop=tuple(request.headers.getall("dpop", [])),
         client_address=client_address(request, state.ctx.settings.trusted_proxies),
     )
+    kind = grant_type_label(grant_type)
     try:
         outcome = await grant.issue(tenant, req)
     except GrantRefused as exc:
+        TOKEN_GRANTS.labels(kind, exc.error.code.value).inc()
         return oauth_error(exc.error, exc.headers)
     except Unavailable as exc:
+        TOKEN_GRANTS.labels(kind, "unavailable").inc()
         return unavailable(exc.retry_after)
+    TOKEN_GRANTS.labels(kind, "issued").inc()
     return Response(outcome.body, status_code=200, headers={**NO_STORE, **outcome.headers})

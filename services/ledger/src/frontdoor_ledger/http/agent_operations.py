@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from frontdoor_core.metrics import CONFIRMS
 from frontdoor_core.rate_limit import hit
 from frontdoor_httpkit import client_address
 from frontdoor_operations import kinds, ledger
@@ -126,7 +127,20 @@ async def confirm_operation(slug: FromPath[str], operation_id: FromPath[str], re
 
 async def confirm_flow(ctx: LedgerContext, tenant: LedgerTenant, caller: CallerView, op: Operation, *,
                        revision: object, approved_by: object, via: str) -> Response[Any]:
-    """The confirm, shared by the agent's endpoint and the company's website confirmation."""
+    """The confirm, shared by the agent's endpoint and the company's website confirmation.
+
+    Counted in ``frontdoor_confirms_total``: ``won`` for the confirm that took the operation
+    (its perform webhook started), and every answer as ``answered``, ``refused`` or
+    ``unavailable`` (503).
+    """
+    response = await _confirm(ctx, tenant, caller, op, revision=revision, approved_by=approved_by, via=via)
+    status = response.status_code or 200
+    CONFIRMS.labels("answered" if status < 400 else "unavailable" if status == 503 else "refused").inc()
+    return response
+
+
+async def _confirm(ctx: LedgerContext, tenant: LedgerTenant, caller: CallerView, op: Operation, *,
+                   revision: object, approved_by: object, via: str) -> Response[Any]:
     decision = confirm_decision(op.view(), caller, revision=revision, approved_by=approved_by, now=ctx.now())
     if decision.action == "expire":
         return answer(ctx, await _lapse(ctx, tenant, op))
@@ -160,6 +174,7 @@ async def confirm_flow(ctx: LedgerContext, tenant: LedgerTenant, caller: CallerV
         if current.state == "proposed" and current.revision != op.revision:
             return _terms_changed(current)
         return answer(ctx, await _lapse(ctx, tenant, current))
+    CONFIRMS.labels("won").inc()
     if ctx.performer is not None:
         settled = await ctx.performer.perform_and_wait(tenant.tenant_id, current.id, message_id)
         if settled is not None:
