@@ -13,6 +13,7 @@ from celery.signals import setup_logging
 from frontdoor_core.dev_mode import warn_if_dev_mode
 from frontdoor_core.logging import configure_logging
 
+from .observability import connect as connect_tracing
 from .settings import load
 
 __all__ = ["app", "broker_url"]
@@ -63,3 +64,6 @@ def _configure_logging(**_: object) -> None:
     configure_logging(level=_settings.log_level, fmt=_settings.log_format)
     # Once per worker or beat start: its logging is set up just before it runs.
     warn_if_dev_mode(_settings, "celery", os.environ)
+
+
+connect_tracing(_settings)  # each forked worker: tracer provider, instrumentations (observability)
