@@ -9,33 +9,35 @@ differ only in ``sub``, the error code and the ``typ`` values accepted. In order
 2. The key named by ``kid`` (or the only fitting key) from the caller's key set, fitting
    the ``alg``; an unknown ``kid`` raises :class:`UnknownKeyId` so the caller can refetch.
 3. The signature.
-4. ``iss``; ``sub``; ``aud`` one string equal to the issuer character for character
+4. ``iss``; ``aud`` one string equal to the issuer character for character
    (PAP-4.1-05, PAP-4.2-07); ``exp`` and ``iat`` with ``exp - iat`` at most the maximum
    lifetime (PAP-4.2-08); ``exp``, ``iat`` and ``nbf`` against ``now`` with a small skew
-   (GUIDE-jwt-04); a ``jti`` (PAP-4.2-09, the caller checks replay).
+   (GUIDE-jwt-04); a ``jti`` (PAP-4.2-09, the caller checks replay); ``sub``.
 
-Every refusal has the same code; the description names the failed check, never a value.
+Both are profiles of :mod:`frontdoor_protocol.jwt_profile` (which applies these checks in
+this order); every refusal has the same code and the description names the failed check,
+never a value.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
-from typing import Any, Final
+from collections.abc import Callable, Collection, Mapping
+from functools import lru_cache
+from typing import Final
 
 import msgspec
 from joserfc.jwk import KeySet
 
-from frontdoor_protocol.compact_jws import CompactJWS, MalformedJWS, parse_compact_jws
 from frontdoor_protocol.errors import ErrorCode, ProtocolError
-from frontdoor_protocol.jws_verification import (
-    KeyProblem,
-    allowed_algorithms,
-    embeds_key,
-    refusal,
-    select_verification_keys,
-    signature_verifies,
+from frontdoor_protocol.jws_verification import KeyProblem, allowed_algorithms, refusal
+from frontdoor_protocol.jwt_profile import (
+    ClaimRule,
+    JWTProfile,
+    JWTRefusal,
+    JWTRefusalKind,
+    media_type,
+    verify_profiled_jwt,
 )
-from frontdoor_protocol.jwt_claims import is_jwt_id, numeric_date
 
 __all__ = [
     "DEFAULT_ASSERTION_ALGORITHMS",
@@ -74,25 +76,58 @@ class VerifiedAssertion(msgspec.Struct, frozen=True, kw_only=True):
     alg: str
 
 
-def media_type(value: object) -> str | None:
-    """A ``typ``/``cty`` value compared as RFC 7515 §4.1.9 says: case-insensitively,
-    with an omitted ``application/`` prefix.
+_DESCRIPTIONS: Final[Mapping[JWTRefusalKind, str]] = {
+    JWTRefusalKind.MALFORMED: "is not a compact JWS",
+    JWTRefusalKind.WRONG_TYPE: "typ is not accepted",
+    JWTRefusalKind.ALGORITHM_NOT_ACCEPTED: "alg is not accepted",
+    JWTRefusalKind.EMBEDDED_KEY: "must not carry or reference a key",
+    JWTRefusalKind.MALFORMED_KID: "kid is malformed",
+    JWTRefusalKind.UNKNOWN_KEY: "key is unknown",
+    JWTRefusalKind.AMBIGUOUS_KEY: "must name its key with kid",
+    JWTRefusalKind.KEY_DOES_NOT_FIT: "alg does not fit its key",
+    JWTRefusalKind.BAD_SIGNATURE: "signature is invalid",
+    JWTRefusalKind.MALFORMED_CLAIMS: "claims are not a JSON object",
+    JWTRefusalKind.WRONG_ISSUER: "iss is not the client",
+    JWTRefusalKind.WRONG_AUDIENCE: "aud is not this issuer",
+    JWTRefusalKind.AUDIENCE_NOT_ONE_STRING: "aud must be a single string",
+    JWTRefusalKind.LIFETIME_TOO_LONG: "lifetime is not accepted",
+    JWTRefusalKind.EXPIRED: "has expired",
+    JWTRefusalKind.ISSUED_IN_FUTURE: "is issued in the future",
+    JWTRefusalKind.NOT_YET_VALID: "is not valid yet",
+    JWTRefusalKind.FORBIDDEN_CLAIM: "carries a claim it must not",
+}
+"""What each refused check says after the assertion's name (stable descriptions)."""
+_CLAIM_DESCRIPTIONS: Final[Mapping[str, str]] = {
+    "iss": "iss is not the client",
+    "sub": "sub is not accepted",
+    # One string, never an array, so the assertion works at one company only.
+    "aud": "aud must be a single string",
+    "exp": "needs numeric exp and iat",
+    "iat": "needs numeric exp and iat",
+    "nbf": "is not valid yet",
+    "jti": "jti is missing or too short",
+}
+"""A missing or invalid claim, by name."""
 
-    Args:
-        value: The header member.
 
-    Returns:
-        The lower-case media type without ``application/``, or ``None`` for a non-string.
-    """
-    if not isinstance(value, str):
-        return None
-    lowered = value.lower()
-    return lowered.removeprefix("application/")
+@lru_cache(maxsize=32)
+def _profile(types: frozenset[str], algorithms: frozenset[str], max_lifetime: int) -> JWTProfile:
+    """The profile of a bearer assertion: ``typ`` optional, ``sub`` a string (then ``subject_ok``)."""
+    return JWTProfile(
+        types=types,
+        typ_optional=True,
+        algorithms=allowed_algorithms(algorithms),
+        max_lifetime=max_lifetime,
+        required=(ClaimRule("sub", lambda value: isinstance(value, str)),),
+    )
 
 
-def _checked_parameters(max_lifetime: int, skew: int) -> None:
-    if max_lifetime <= 0 or skew < 0:
-        raise ValueError("max_lifetime must be positive and skew non-negative")
+def _error(refused: JWTRefusal, code: ErrorCode, name: str) -> ProtocolError:
+    if refused.kind is JWTRefusalKind.UNKNOWN_KEY:
+        return refusal(code, KeyProblem.UNKNOWN_KID, name)
+    if refused.claim is not None:
+        return ProtocolError(code, f"{name} {_CLAIM_DESCRIPTIONS.get(refused.claim, 'claims are not accepted')}")
+    return ProtocolError(code, f"{name} {_DESCRIPTIONS[refused.kind]}")
 
 
 def verify_jwt_assertion(
@@ -137,92 +172,23 @@ def verify_jwt_assertion(
         ValueError: For a bad argument (an algorithm that is not public-key, a
             non-positive lifetime, a negative skew).
     """
-    allowed = allowed_algorithms(algorithms)
-    _checked_parameters(max_lifetime, skew)
+    if skew < 0:
+        raise ValueError("max_lifetime must be positive and skew non-negative")
+    profile = _profile(frozenset(types), frozenset(algorithms), max_lifetime)
     try:
-        jws = parse_compact_jws(assertion)
-    except MalformedJWS:
-        raise ProtocolError(code, f"{name} is not a compact JWS") from None
-    header = jws.header
-    if "typ" in header and media_type(header["typ"]) not in types:
-        raise ProtocolError(code, f"{name} typ is not accepted")
-    if jws.alg not in allowed:
-        raise ProtocolError(code, f"{name} alg is not accepted")
-    if embeds_key(header):
-        raise ProtocolError(code, f"{name} must not carry or reference a key")
-    kid = header.get("kid")
-    if kid is not None and not isinstance(kid, str):
-        raise ProtocolError(code, f"{name} kid is malformed")
-    used_kid = _verify_signature(jws, keys, kid=kid, code=code, name=name)
-    try:
-        claims = jws.claims()
-    except MalformedJWS:
-        raise ProtocolError(code, f"{name} claims are not a JSON object") from None
-    return _verified_claims(
-        claims,
-        code=code,
-        name=name,
-        expected_iss=expected_iss,
-        audience=audience,
-        subject_ok=subject_ok,
-        now=now,
-        max_lifetime=max_lifetime,
-        skew=skew,
-        kid=used_kid,
-        alg=jws.alg,
+        verified = verify_profiled_jwt(
+            assertion, profile, keys=keys, issuer=expected_iss, audience=audience, now=now, skew=skew
+        )
+    except JWTRefusal as refused:
+        raise _error(refused, code, name) from None
+    subject = verified.claims["sub"]
+    if not subject_ok(subject):
+        raise ProtocolError(code, f"{name} {_CLAIM_DESCRIPTIONS['sub']}")
+    return VerifiedAssertion(
+        subject=subject,
+        jti=verified.jti,
+        iat=verified.iat,
+        exp=verified.exp,
+        kid=verified.kid,
+        alg=verified.alg,
     )
-
-
-def _verify_signature(jws: CompactJWS, keys: KeySet, *, kid: str | None, code: ErrorCode, name: str) -> str | None:
-    selected = select_verification_keys(keys, kid=kid, alg=jws.alg)
-    if isinstance(selected, KeyProblem):
-        raise refusal(code, selected, name)
-    for key in selected:
-        if signature_verifies(jws, key):
-            return key.kid
-    raise ProtocolError(code, f"{name} signature is invalid")
-
-
-def _verified_claims(
-    claims: dict[str, Any],
-    *,
-    code: ErrorCode,
-    name: str,
-    expected_iss: str,
-    audience: str,
-    subject_ok: Callable[[str], bool],
-    now: int,
-    max_lifetime: int,
-    skew: int,
-    kid: str | None,
-    alg: str,
-) -> VerifiedAssertion:
-    if claims.get("iss") != expected_iss:
-        raise ProtocolError(code, f"{name} iss is not the client")
-    subject = claims.get("sub")
-    if not isinstance(subject, str) or not subject_ok(subject):
-        raise ProtocolError(code, f"{name} sub is not accepted")
-    aud = claims.get("aud")
-    if not isinstance(aud, str):
-        # One string, never an array, so the assertion works at one company only.
-        raise ProtocolError(code, f"{name} aud must be a single string")
-    if aud != audience:
-        raise ProtocolError(code, f"{name} aud is not this issuer")
-    exp = numeric_date(claims.get("exp"), round_up=True)
-    iat = numeric_date(claims.get("iat"))
-    if exp is None or iat is None:
-        raise ProtocolError(code, f"{name} needs numeric exp and iat")
-    if exp <= iat or exp - iat > max_lifetime:
-        raise ProtocolError(code, f"{name} lifetime is not accepted")
-    if now >= exp + skew:
-        raise ProtocolError(code, f"{name} has expired")
-    if iat > now + skew:
-        raise ProtocolError(code, f"{name} is issued in the future")
-    if "nbf" in claims:
-        nbf = numeric_date(claims["nbf"])
-        if nbf is None or nbf > now + skew:
-            raise ProtocolError(code, f"{name} is not valid yet")
-    jti = claims.get("jti")
-    if not is_jwt_id(jti):
-        raise ProtocolError(code, f"{name} jti is missing or too short")
-    return VerifiedAssertion(subject=subject, jti=jti, iat=iat, exp=exp, kid=kid, alg=alg)
