@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from typing import Any
 
 import httpx
 from opentelemetry.trace import SpanKind
