@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 JOBS ?= 2
-PACKAGES := libs/core libs/protocol libs/tenancy libs/identity libs/sessions libs/operations libs/conversations libs/webhooks libs/sdk libs/httpkit services/issuer services/ledger services/console services/dispatcher tools/devstack examples/northwind
+PACKAGES := libs/core libs/protocol libs/tenancy libs/identity libs/sessions libs/operations libs/conversations libs/webhooks libs/billing libs/sdk libs/httpkit services/issuer services/ledger services/console services/dispatcher tools/devstack examples/northwind
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
@@ -38,7 +38,7 @@ lint: $(STAMP) ## ruff
 	$(VENV)/bin/ruff check libs services tools tests bench examples scripts deploy
 
 typecheck: $(STAMP) ## mypy (strict on libs)
-	$(VENV)/bin/mypy libs/core/src libs/protocol/src libs/tenancy/src libs/identity/src libs/sessions/src libs/operations/src libs/conversations/src libs/webhooks/src libs/sdk/src libs/httpkit/src services/issuer/src services/ledger/src services/console/src services/dispatcher/src examples/northwind/src
+	$(VENV)/bin/mypy libs/core/src libs/protocol/src libs/tenancy/src libs/identity/src libs/sessions/src libs/operations/src libs/conversations/src libs/webhooks/src libs/billing/src libs/sdk/src libs/httpkit/src services/issuer/src services/ledger/src services/console/src services/dispatcher/src examples/northwind/src
 
 imports: $(STAMP) ## import-linter contracts
 	$(VENV)/bin/lint-imports --no-cache

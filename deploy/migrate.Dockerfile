@@ -23,8 +23,11 @@ COPY libs/identity libs/identity
 COPY libs/sessions libs/sessions
 COPY libs/webhooks libs/webhooks
 COPY libs/operations libs/operations
+COPY libs/conversations libs/conversations
+COPY libs/billing libs/billing
 RUN pip install -c requirements/constraints.txt \
         libs/core libs/protocol libs/tenancy libs/identity libs/sessions libs/webhooks libs/operations \
+        libs/conversations libs/billing \
     && pip check
 
 # --- runtime -----------------------------------------------------------------------------

@@ -126,6 +126,10 @@ app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 - name: FRONTDOOR_LEDGER_BASE_URL
   value: {{ $v.publicUrls.ledger | quote }}
 {{ include "frontdoor.secretEnv" (dict "name" "FRONTDOOR_KEK" "secret" $v.secrets.existingSecret "key" $v.secrets.kekKey) }}
+{{- if $v.stripe.existingSecret }}
+{{ include "frontdoor.secretEnv" (dict "name" "STRIPE_API_KEY" "secret" $v.stripe.existingSecret "key" $v.stripe.apiKeyKey) }}
+{{ include "frontdoor.secretEnv" (dict "name" "STRIPE_WEBHOOK_SECRET" "secret" $v.stripe.existingSecret "key" $v.stripe.webhookSecretKey) }}
+{{- end }}
 {{- include "frontdoor.databaseEnv" .root }}
 {{- include "frontdoor.redisEnv" .root }}
 {{- if $v.telemetry.otlpEndpoint }}

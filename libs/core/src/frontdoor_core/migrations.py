@@ -44,7 +44,7 @@ class Migration:
 #: Every package that owns tables, by import name (order does not matter: versions are global).
 MIGRATED_PACKAGES: list[str] = [
     "frontdoor_tenancy", "frontdoor_identity", "frontdoor_sessions", "frontdoor_webhooks", "frontdoor_operations",
-    "frontdoor_conversations",
+    "frontdoor_conversations", "frontdoor_billing",
 ]
 
 

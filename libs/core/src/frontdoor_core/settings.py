@@ -91,6 +91,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     webhook_test_rate_limit: Annotated[int, _doc("Test events one tenant may send per minute, all endpoints together (`429 rate_limited` past it).")] = 20
     webhook_redelivery_rate_limit: Annotated[int, _doc("Message redeliveries one tenant may ask for per minute.")] = 60
     webhook_recovery_rate_limit: Annotated[int, _doc("Recovery jobs one tenant may start per hour.")] = 10
+    stripe_api_key: Annotated[str, _doc("Stripe secret API key (`sk_...`). With `STRIPE_WEBHOOK_SECRET` it turns billing on (docs/billing.md); empty: billing is off and every tenant is unlimited. A secret: from a Secret, never logged.")] = ""
+    stripe_webhook_secret: Annotated[str, _doc("Signing secret (`whsec_...`) of the Stripe webhook endpoint `{console}/billing/stripe/webhook`. A secret, like `STRIPE_API_KEY`.")] = ""
+    stripe_api_base: Annotated[str, _doc("Base URL of the Stripe API. Empty: Stripe's own; tests point it at localstripe.")] = ""
+    stripe_webhook_tolerance: Annotated[timedelta, _doc("How old a Stripe webhook's signed timestamp may be before it is refused as stale.")] = timedelta(minutes=5)
+    billing_grace_period: Annotated[timedelta, _doc("How long after a failed payment a tenant keeps everything before new agent Sessions are refused.")] = timedelta(days=7)
+    billing_plans_file: Annotated[str, _doc("A TOML file of plans in the shape of the bundled `frontdoor_billing/plans.toml`. Empty: the bundled plans.")] = ""
 
     @property
     def is_dev(self) -> bool:
@@ -135,6 +141,8 @@ _UNPREFIXED = {
     "database_url": "DATABASE_URL",
     "redis_url": "REDIS_URL",
     "otel_exporter_otlp_endpoint": "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "stripe_api_key": "STRIPE_API_KEY",
+    "stripe_webhook_secret": "STRIPE_WEBHOOK_SECRET",
 }
 
 ENV_NAMES: dict[str, str] = {

@@ -28,6 +28,7 @@ __all__ = [
     "PAYLOAD_VERSION",
     "AccountRevoked",
     "AgentBlocked",
+    "BillingPaymentFailed",
     "ConversationMessage",
     "ConversationMessageCreated",
     "DeliveryExhausted",
@@ -224,7 +225,23 @@ class ConversationMessageCreated(_Payload, frozen=True, kw_only=True):
     status: Literal["working", "idle", "queued", "closed"]
 
 
+# --- billing (Frontdoor's own plan, docs/billing.md) ------------------------------------
+
+
+class BillingPaymentFailed(_Payload, frozen=True, kw_only=True):
+    """A payment for the company's Frontdoor plan failed: a grace period started. Nothing is refused
+    until ``grace_until``; after it, new agent Sessions are refused until the invoice is paid."""
+
+    invoice_id: str
+    amount_due: Annotated[int, Meta(ge=0, description="In the smallest unit of ``currency``.")]
+    currency: str
+    failed_at: Timestamp
+    grace_until: Timestamp
+    billing_url: Annotated[str, Meta(description="The dashboard's Billing page, where an owner pays.")]
+
+
 class WebhookTest(_Payload, frozen=True, kw_only=True):
+
     """Sent only on request (``POST /api/v1/webhook-endpoints/{id}/test``); cannot be subscribed to."""
 
     endpoint_id: str
@@ -243,6 +260,7 @@ PAYLOADS: Mapping[str, type[msgspec.Struct]] = {
     "delivery.exhausted": DeliveryExhausted,
     "endpoint.disabled": EndpointDisabled,
     "conversation.message.created": ConversationMessageCreated,
+    "billing.payment_failed": BillingPaymentFailed,
     TEST_EVENT: WebhookTest,
 }
 """The ``data`` struct of every event type (the subscribable ones and ``webhook.test``)."""

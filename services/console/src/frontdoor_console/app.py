@@ -97,7 +97,7 @@ def create_app(
     configure_logging(level=settings.log_level, fmt=settings.log_format)
     configure_tracing("frontdoor-console", otlp_endpoint=settings.otel_exporter_otlp_endpoint)
 
-    from .http import accounts, admin_web, agents, dashboard, domains, operations_api
+    from .http import accounts, admin_web, agents, billing_pages, dashboard, domains, operations_api
 
     routes: list[Any] = [
         *health_routes("console"),
@@ -116,6 +116,9 @@ def create_app(
         *operations_api.routes,
         *admin_web.routes,
         dashboard.router,
+        billing_pages.router,
+        *billing_pages.api_routes,
+        *billing_pages.public_routes,
         openapi_json,
         create_static_files_router(path="/static", directories=[_HERE / "static"], include_in_schema=False),
         *(extra_routes or []),
@@ -126,7 +129,7 @@ def create_app(
         dependencies={"actor": Provide(deps.provide_actor)},
         # Every route, whoever adds it: viewers change nothing, owners alone manage keys and team.
         guards=[role_guard],
-        exception_handlers=problem_exception_handlers(),
+        exception_handlers={**problem_exception_handlers(), **billing_pages.LIMIT_HANDLERS},
         before_request=make_json_guard(("/api/",)),
         middleware=[RequestIdMiddleware, request_metrics_middleware("console"),
                     lambda app: SecurityHeadersMiddleware(app, hsts=not settings.is_dev)],
@@ -135,7 +138,7 @@ def create_app(
         template_config=TemplateConfig(directory=_HERE / "templates", engine=JinjaTemplateEngine),
         csrf_config=CSRFConfig(
             secret=_csrf_secret(settings), cookie_secure=not settings.is_dev, cookie_httponly=True,
-            cookie_samesite="lax", exclude=["/api/", "/healthz", "/readyz"],
+            cookie_samesite="lax", exclude=["/api/", "/healthz", "/readyz", "/billing/stripe/webhook"],
         ),
         openapi_config=OpenAPIConfig(
             title="Frontdoor management API", version="1.0.0", path="/_openapi",

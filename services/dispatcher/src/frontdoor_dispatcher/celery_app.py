@@ -30,7 +30,8 @@ def broker_url(redis_url: str) -> str:
 _settings = load()
 app = Celery("frontdoor", broker=broker_url(_settings.redis_url or "redis://127.0.0.1:6379/0"),
              include=["frontdoor_dispatcher.tasks.domains", "frontdoor_dispatcher.tasks.keys",
-                      "frontdoor_dispatcher.tasks.webhooks", "frontdoor_dispatcher.tasks.recoveries"])
+                      "frontdoor_dispatcher.tasks.webhooks", "frontdoor_dispatcher.tasks.recoveries",
+                      "frontdoor_dispatcher.tasks.billing"])
 app.conf.update(
     task_serializer="json",
     accept_content=["json"],
@@ -46,6 +47,8 @@ app.conf.update(
         "events-prune": {"task": "frontdoor.events.prune_forwarded", "schedule": 3600.0},
         "webhooks-recoveries": {"task": "frontdoor.webhooks.recoveries", "schedule": 5.0,
                                 "options": {"expires": 5.0}},
+        # closed days counted and sent to Stripe Billing Meters; twice at once or after a crash is safe
+        "billing-meter": {"task": "frontdoor.billing.meter", "schedule": 900.0, "options": {"expires": 900.0}},
         "operations-expire": {"task": "frontdoor.operations.expire_due", "schedule": 30.0,
                               "options": {"expires": 30.0}},
         "domains-sweep": {

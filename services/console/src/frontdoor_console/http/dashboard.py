@@ -36,6 +36,7 @@ from ..access import opt
 from ..policy import lifecycle_policy
 from . import (
     account_pages,
+    billing_pages,
     charts,
     credential_pages,
     operation_pages,
@@ -130,6 +131,7 @@ async def domains_add(data: Annotated[DomainForm, _FORM], console: Console, stat
     ctx = ctx_of(state)
     try:
         async with transaction(ctx.pool) as conn:
+            await billing_pages.require_room(state, conn, console.tenant.id, "domains")
             await domain_claims.add_domain(conn, console.actor, data.domain, now=ctx.now(),
                                            policy=lifecycle_policy(ctx.settings))
     except (Invalid, Conflict) as exc:

@@ -16,6 +16,7 @@ from litestar.params import FromPath, JSONBody
 
 from ..access import opt
 from ..policy import lifecycle_policy
+from . import billing_pages
 from .deps import ctx_of, require_writer
 from .operations_api import operations_endpoint
 from .pagination import CURSOR, LIMIT, cursor_time, decode_cursor, page
@@ -39,6 +40,7 @@ async def add_domain(data: JSONBody[NewDomain], actor: NamedDependency[Actor], s
     require_writer(actor)
     ctx = ctx_of(state)
     async with transaction(ctx.pool) as conn:
+        await billing_pages.require_room(state, conn, actor.tenant_id, "domains")
         return await domain_claims.add_domain(conn, actor, data.domain, now=ctx.now(),
                                               policy=lifecycle_policy(ctx.settings))
 

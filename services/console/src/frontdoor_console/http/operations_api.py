@@ -34,6 +34,7 @@ from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, Parameter
 
+from . import billing_pages
 from .deps import ctx_of, require_writer, tenant_quota
 from .pagination import CURSOR, LIMIT, cursor_time, decode_cursor, page
 from .problems import PROBLEMS
@@ -129,6 +130,7 @@ async def endpoints_create(data: JSONBody[EndpointIn], actor: NamedDependency[Ac
     require_writer(actor)
     ctx = ctx_of(state)
     async with transaction(ctx.pool) as conn:
+        await billing_pages.require_room(state, conn, actor.tenant_id, "webhook_endpoints")
         created = await wh.create_endpoint(conn, actor, url=data.url, kek=ctx.kek, now=ctx.now(),
                                            description=data.description, event_types=data.event_types,
                                            rate_limit_per_second=data.rate_limit_per_second,

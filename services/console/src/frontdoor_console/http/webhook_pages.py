@@ -33,6 +33,7 @@ from litestar.datastructures import State
 from litestar.params import FromPath, Parameter
 from litestar.response import Redirect, Template
 
+from . import billing_pages
 from .deps import ctx_of, tenant_quota
 from .operation_pages import parse_time
 from .page import FORM, Console, confirm_page
@@ -108,6 +109,7 @@ async def webhooks_create(console: Console, state: State, request: Request[Any, 
               "event_types": form.get("event_types", [])}
     try:
         async with transaction(ctx.pool) as conn:
+            await billing_pages.require_room(state, conn, console.tenant.id, "webhook_endpoints")
             created = await wh.create_endpoint(conn, console.actor, url=wanted["url"], kek=ctx.kek, now=ctx.now(),
                                                description=wanted["description"],
                                                event_types=wanted["event_types"],
