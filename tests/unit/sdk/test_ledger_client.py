@@ -242,3 +242,18 @@ async def test_a_confirm_still_in_progress_may_come_bare_with_202() -> None:
     in_progress = {**OPERATION, "state": "in_progress"}
     client, _ = ledger(lambda _: httpx.Response(202, json=in_progress, headers={"Retry-After": "2"}))
     assert await client.confirm_on_website("op_1", 1, "ses_1") == in_progress
+
+
+async def test_a_pap10_caller_names_frontdoors_session_and_its_tokens_account() -> None:
+    """ADR 0004 §9: a 1.0 proposal names the ``ses_`` Session and the access token's account."""
+    client, seen = ledger(lambda _: httpx.Response(201, json={"operation": OPERATION}))
+    signed_in = Caller(client_id=CLIENT_ID, user_id="usr_1", session_id="agent-sid-1", signed_in=True,
+                       account="acct_1", scopes=frozenset({"orders:read"}), token_type="Bearer", profile="1.0",
+                       frontdoor_session_id="ses_9")
+    await client.propose(signed_in, kind="order.place", summary="s")
+    assert body_of(seen[0])["caller"] == {"session_id": "ses_9", "client_id": CLIENT_ID, "user_id": "usr_1",
+                                          "account": "acct_1"}
+    signed_out = Caller(client_id=CLIENT_ID, user_id="usr_1", session_id="agent-sid-1", signed_in=False,
+                        account=None, scopes=frozenset(), token_type=None, profile="1.0", frontdoor_session_id="ses_9")
+    await client.propose(signed_out, kind="order.place", summary="s")
+    assert body_of(seen[1])["caller"] == {"session_id": "ses_9", "client_id": CLIENT_ID, "user_id": "usr_1"}

@@ -265,6 +265,23 @@ def operation_accepted(operation: Mapping[str, Any] | ProposeResult) -> dict[str
 # --- the client -------------------------------------------------------------------------
 
 
+def _caller_body(caller: Caller) -> dict[str, str]:
+    """The proposing caller as the ledger API takes it.
+
+    Under PAP 1.0 the Session is named by Frontdoor's ``ses_`` ID when the verifier learned
+    it, and the signed-in account comes from the request's access token (ADR 0004 §9), so a
+    signed-in proposal is bound to that account rather than to whoever confirms it.
+    """
+    body = {
+        "session_id": caller.frontdoor_session_id or caller.session_id,
+        "client_id": caller.client_id,
+        "user_id": caller.user_id,
+    }
+    if caller.profile == "1.0" and caller.signed_in and caller.account:
+        body["account"] = caller.account
+    return body
+
+
 def _check_ledger_url(ledger_url: str) -> str:
     parts = urlsplit(ledger_url)
     secure = parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in _LOOPBACK)
@@ -371,7 +388,7 @@ class FrontdoorLedger:
         """
         body: dict[str, Any] = {
             "kind": kind,
-            "caller": {"session_id": caller.session_id, "client_id": caller.client_id, "user_id": caller.user_id},
+            "caller": _caller_body(caller),
             "summary": summary,
             "user_approval_required": user_approval_required,
         }
