@@ -61,7 +61,9 @@ def day_bounds(day: date) -> tuple[datetime, datetime]:
 
 async def count(conn: asyncpg.Connection, tenant_id: str, metric: Metric, start: datetime, end: datetime) -> int:
     """``metric`` of one tenant over ``[start, end)``, which must lie within one month."""
-    value = await conn.fetchval(_QUERIES[metric], tenant_id, start, end, month_start(start))
+    query = _QUERIES[metric]
+    extra = (month_start(start),) if "$4" in query else ()
+    value = await conn.fetchval(query, tenant_id, start, end, *extra)
     return int(value or 0)
 
 

@@ -39,6 +39,7 @@ from frontdoor_sessions import (
     ReplayCache,
     Revocation,
     SessionGrant,
+    StreamWakeups,
 )
 from frontdoor_tenancy.credentials.key_encryption import Kek
 from litestar import Litestar, Request, Response
@@ -64,6 +65,7 @@ from .http import (
     poppy_state,
     revoke,
     sign_in_pages,
+    ssf,
     token,
 )
 
@@ -120,9 +122,13 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
             dpop_namespace="dpop-join", dev=settings.is_dev)
         app.state.pool = rt.pool
         app.state.redis = rt.redis
+        # Shared Signals (ADR 0005): held polls wake when an outbox row commits.
+        app.state.ssf_wakeups = StreamWakeups(settings.database_url)
+        app.state.ssf_wakeups.start()
         try:
             yield
         finally:
+            await app.state.ssf_wakeups.close()
             await rt.close()
 
     configure_logging(level=settings.log_level, fmt=settings.log_format)
@@ -136,6 +142,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
                         *browser_verify.routes,  # the browser join (PAP §5), for companies' websites
                         *poppy_state.routes,  # PAP 1.0: agent keys and Session state for the sdk
                         *browser_join_pages.routes,  # PAP 1.0: the hosted browser join (ADR 0004 §8)
+                        *ssf.routes,  # Shared Signals transmitter for the sdk (ADR 0005)
                         create_static_files_router(path="/_static", directories=[_HERE / "static"],
                                                    include_in_schema=False)],
         lifespan=[lifespan, metrics_lifespan("issuer", settings.metrics_port)],
@@ -155,7 +162,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
             cookie_secure=not settings.is_dev, cookie_httponly=True, cookie_samesite="lax",
             exclude=[r"^/[^/]+/oauth/", r"^/[^/]+/feedback$", r"^/[^/]+/accounts/", r"^/[^/]+/login/callback$",
                      r"^/[^/]+/browser/(verify|state)$", r"^/[^/]+/poppy/(agent-keys|session-state)$",
-                     r"^/[^/]+/join/(authorize|redeem)$",
+                     r"^/[^/]+/join/(authorize|redeem)$", r"^/[^/]+/ssf/streams",
                      r"/\.well-known/", r"^/healthz$", r"^/readyz$"],
         ),
         openapi_config=None,

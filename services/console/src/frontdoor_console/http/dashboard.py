@@ -22,6 +22,7 @@ from frontdoor_core.db import transaction
 from frontdoor_core.errors import Conflict, Invalid, NotFound
 from frontdoor_identity import check_client_id, list_agents
 from frontdoor_operations import overview as op_overview
+from frontdoor_sessions import await_streams
 from frontdoor_sessions.agent_blocking import block_and_end_sessions, unblock
 from frontdoor_sessions.session_activity import session_activity, session_trends
 from frontdoor_tenancy import api_keys, audit, domain_claims, issuer_profile
@@ -219,6 +220,8 @@ async def agents_act(action: FromPath[str], data: Annotated[AgentForm, _FORM], c
             done = await block_and_end_sessions(conn, console.actor, cid, now=ctx.now())
         else:
             done = await unblock(conn, console.actor, cid)
+    if action == "block":
+        await await_streams(ctx.pool, console.tenant.id, getattr(state, "ssf_policy", None))  # next request refused (ADR 0005)
     notice = f"agent_{action}ed" if done.changed else "agent_unchanged"
     return Redirect(f"/agents?notice={notice}", status_code=303)
 
