@@ -7,8 +7,10 @@ Order, cheapest and most local first:
    against the issuer's cached JWKS (an unknown ``kid`` refetches it, at most once per
    ``jwks_min_refresh`` seconds), the scheme, the DPoP proof.
 2. The proof's ``jti`` in the replay cache: a proof is accepted once (RFC 9449 §11.1).
-3. The Session's state from Frontdoor's introspection (every request unless
-   ``state_cache_ttl`` is set): an inactive token is ``invalid_token``.
+3. The Session's state: from memory while the Shared Signals stream is live
+   (``shared_signals=True``, :mod:`frontdoor_sdk.signals`), else from Frontdoor's
+   introspection (every request unless ``state_cache_ttl`` is set): an inactive token is
+   ``invalid_token``.
 4. The route's scopes: ``sign_in_required`` when signed out, else ``insufficient_scope``.
 
 It fails closed: when the keys or the state cannot be had, the answer is 503 with
@@ -63,6 +65,7 @@ from frontdoor_sdk.protected_resource import protected_resource_metadata_url, re
 from frontdoor_sdk.refusal import Refusal, delegated_refusal, refusal
 from frontdoor_sdk.replay_cache import InMemoryReplayCache, ReplayCache
 from frontdoor_sdk.session_state import SessionStateClient
+from frontdoor_sdk.signals import SessionSignals
 from frontdoor_sdk.state_cache import StateCache
 
 __all__ = ["FrontdoorVerifier"]
@@ -131,6 +134,11 @@ class FrontdoorVerifier:
             after a delegation named an unknown ``kid``.
         max_agents: The most agents whose identity keys are cached (LRU).
         allow_http_loopback: Accept ``http://`` loopback agents and URLs in 1.0 (dev only).
+        shared_signals: Keep 0.2 Session state in memory from Frontdoor's Shared Signals
+            stream (ADR 0005): no round trip per request while the stream is live, the same
+            "next request is refused" guarantee (docs/sdk.md). The stream runs from
+            :meth:`start` (or ``async with``) to :meth:`aclose`.
+        max_sessions: The most Sessions held in memory by the stream (LRU).
     """
 
     def __init__(
@@ -151,6 +159,8 @@ class FrontdoorVerifier:
         agent_keys_min_refresh: float = 30,
         max_agents: int = 1000,
         allow_http_loopback: bool = False,
+        shared_signals: bool = False,
+        max_sessions: int = 10_000,
     ) -> None:
         if not credential:
             raise ValueError("credential is required: create a resource-server credential in the console")
@@ -163,6 +173,8 @@ class FrontdoorVerifier:
         )
         self._introspector = Introspector(f"{issuer}/oauth/introspect", credential, self._http, timeout=timeout)
         self._states = StateCache(state_cache_ttl, self._clock)
+        self._signals = (SessionSignals(self._issuer, credential, self._http, self._jwks, self._clock,
+                                        max_sessions=max_sessions) if shared_signals else None)
         self._replays: ReplayCache = (
             replay_cache if replay_cache is not None else InMemoryReplayCache(clock=self._clock)
         )
@@ -204,12 +216,25 @@ class FrontdoorVerifier:
         """The PAP versions this verifier accepts."""
         return self._profiles
 
+    @property
+    def signals(self) -> SessionSignals | None:
+        """The Shared Signals receiver, when ``shared_signals`` is on."""
+        return self._signals
+
+    def start(self) -> None:
+        """Start the Shared Signals stream (with ``shared_signals``); call it in the event loop."""
+        if self._signals is not None:
+            self._signals.start()
+
     async def aclose(self) -> None:
-        """Close the HTTP client if the verifier created it."""
+        """Stop the stream and close the HTTP client if the verifier created it."""
+        if self._signals is not None:
+            await self._signals.aclose()
         if self._owns_http:
             await self._http.aclose()
 
     async def __aenter__(self) -> FrontdoorVerifier:
+        self.start()
         return self
 
     async def __aexit__(self, *_: object) -> None:
@@ -389,6 +414,16 @@ class FrontdoorVerifier:
             raise ProtocolError(ErrorCode.INVALID_REQUEST, "the request URL is not valid") from None
 
     async def _state(self, claims: SessionTokenClaims, token: str) -> SessionState:
+        signals = self._signals
+        mark = 0
+        if signals is not None:
+            held = signals.lookup(claims.sid)
+            if held is not None and held.client_id == claims.client_id and held.sub == claims.sub:
+                # Signature, expiry, binding and audience were verified locally just now; the
+                # Session's own state is what the live stream keeps true (ADR 0005).
+                return SessionState(active=True, iss=claims.iss, client_id=claims.client_id, sub=claims.sub,
+                                    sid=claims.sid, signed_in=held.signed_in, account=held.account, scope=held.scope)
+            mark = signals.mark()
         state = self._states.get(claims.jti)
         if state is None:
             try:
@@ -402,6 +437,8 @@ class FrontdoorVerifier:
             raise ProtocolError(ErrorCode.INVALID_TOKEN, "the Session Token is no longer active")
         if not _describes(state, claims):
             raise ProtocolError(ErrorCode.INVALID_TOKEN, "the Session Token is not the one introspected")
+        if signals is not None:
+            signals.remember(claims.sid, state, mark)
         return state
 
 

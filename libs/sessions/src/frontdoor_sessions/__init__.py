@@ -35,11 +35,26 @@ from .resource_credentials import (
     revoke_credential,
 )
 from .revocation import Revocation, RevocationRequest, RevocationSummary, revoke_sign_ins
+from .security_events import EVENTS_SUPPORTED, SET_TYPE, sign_set
 from .session_events import EVENTS_CHANNEL, EventType, OutboxEvent, mark_forwarded, pending_events, record_event
 from .session_grant import SessionGrant
 from .session_store import SessionRecord, create_session, end_sessions_of_agent, find_session, touch_session
 from .sign_in import SignInResult, SignInType, allowed_scopes, complete_sign_in, requested_scopes
 from .signer_cache import IssuerKeys
+from .ssf_stream import (
+    PollState,
+    StoredEvent,
+    Stream,
+    StreamPolicy,
+    StreamWakeups,
+    acknowledge,
+    await_streams,
+    create_stream,
+    events_after,
+    find_stream,
+    grant_lease,
+    head_seq,
+)
 from .token_binding import TokenBinding, bind_token
 from .token_endpoint import Grant, GrantDeps, GrantOutcome, GrantRefused, OneTimeValue, TenantIssuer
 from .token_request import (
@@ -53,6 +68,21 @@ from .token_request import (
 from .token_response import session_token_response
 
 __all__ = [
+    "EVENTS_SUPPORTED",
+    "SET_TYPE",
+    "PollState",
+    "StoredEvent",
+    "Stream",
+    "StreamPolicy",
+    "StreamWakeups",
+    "acknowledge",
+    "await_streams",
+    "create_stream",
+    "events_after",
+    "find_stream",
+    "grant_lease",
+    "head_seq",
+    "sign_set",
     "JOIN_CODE_LIFETIME_S",
     "DelegatedCallers",
     "DelegatedRefusal",

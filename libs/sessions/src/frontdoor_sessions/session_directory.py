@@ -17,6 +17,7 @@ from frontdoor_tenancy import audit
 from frontdoor_tenancy.actor import Actor
 
 from .revocation import RevocationSummary, revoke_sign_ins
+from .session_events import record_event
 
 __all__ = ["MAX_LISTED", "SessionRow", "get_session", "list_sessions", "revoke_session"]
 
@@ -109,6 +110,9 @@ async def revoke_session(conn: asyncpg.Connection, actor: Actor, session_id: str
         "UPDATE pap_sessions SET ended_at = $3, end_reason = 'revoked' WHERE tenant_id = $1 AND id = $2",
         actor.tenant_id, session_id, now,
     )
+    # Stream-only (ADR 0005): receivers holding this Session in memory must drop it.
+    await record_event(conn, actor.tenant_id, "session.ended", {
+        "session_id": session_id, "client_id": row["client_id"], "reason": "session_revoked"}, now=now)
     await audit.record(conn, actor, "session.revoked", target_type="session", target_id=session_id,
                        details={"client_id": row["client_id"], **msgspec.structs.asdict(done)}, at=now)
     return done

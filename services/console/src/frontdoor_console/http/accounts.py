@@ -15,7 +15,7 @@ import msgspec
 from frontdoor_core.db import transaction
 from frontdoor_core.errors import Invalid
 from frontdoor_identity import check_client_id
-from frontdoor_sessions import MAX_ACCOUNT_ID, RevocationSummary, disconnect_account, disconnect_agent
+from frontdoor_sessions import MAX_ACCOUNT_ID, RevocationSummary, await_streams, disconnect_account, disconnect_agent
 from frontdoor_tenancy.actor import Actor
 from litestar import post
 from litestar.datastructures import State
@@ -77,6 +77,7 @@ async def accounts_disconnect(account: FromPath[str], actor: NamedDependency[Act
     async with transaction(ctx.pool) as conn:
         done = await disconnect_account(conn, actor, account_id=account_id, client_id=client_id, now=ctx.now(),
                                         via="management_api")
+    await await_streams(ctx.pool, actor.tenant_id, getattr(state, "ssf_policy", None))  # next request refused (ADR 0005)
     return _out(account_id, client_id, done)
 
 
@@ -90,6 +91,7 @@ async def agents_revoke_tokens(data: JSONBody[AgentTokensIn], actor: NamedDepend
     client_id = _client_id(data.client_id, ctx.settings.is_dev)
     async with transaction(ctx.pool) as conn:
         done = await disconnect_agent(conn, actor, client_id=client_id, now=ctx.now(), via="management_api")
+    await await_streams(ctx.pool, actor.tenant_id, getattr(state, "ssf_policy", None))  # next request refused (ADR 0005)
     return _out(None, client_id, done)
 
 

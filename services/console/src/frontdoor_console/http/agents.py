@@ -25,12 +25,14 @@ from frontdoor_identity import (
 )
 from frontdoor_sessions import (
     CredentialView,
+    await_streams,
     create_credential,
     list_credentials,
     revoke_credential,
 )
 from frontdoor_sessions.agent_blocking import block_and_end_sessions, unblock
 from frontdoor_sessions.feedback import StoredReport, list_feedback
+from frontdoor_sessions.session_events import record_event
 from frontdoor_tenancy import audit
 from frontdoor_tenancy.actor import Actor
 from litestar import delete, get, post, put
@@ -94,6 +96,7 @@ async def agents_block(data: JSONBody[AgentRef], actor: NamedDependency[Actor], 
     cid = _client_id(data.client_id, ctx.settings.is_dev)
     async with transaction(ctx.pool) as conn:
         done = await block_and_end_sessions(conn, actor, cid, now=ctx.now())
+    await await_streams(ctx.pool, actor.tenant_id, getattr(state, "ssf_policy", None))  # next request refused (ADR 0005)
     return BlockResult(client_id=cid, blocked=True, changed=done.changed, sessions_ended=done.sessions_ended)
 
 
@@ -145,7 +148,12 @@ async def policy_put(data: JSONBody[PolicyIn], actor: NamedDependency[Actor], st
             await disallow_agent(conn, actor.tenant_id, cid)
         await audit.record(conn, actor, "agent_policy.updated", target_type="tenant", target_id=actor.tenant_id,
                            details={"mode": data.mode, "allowed": allow, "disallowed": disallow})
-        return await _policy(conn, actor.tenant_id)
+        # Stream-only (ADR 0005): receivers drop what they hold, the policy may refuse an agent now.
+        await record_event(conn, actor.tenant_id, "agent.policy_changed", {"tenant_id": actor.tenant_id},
+                           now=ctx.now())
+        policy = await _policy(conn, actor.tenant_id)
+    await await_streams(ctx.pool, actor.tenant_id, getattr(state, "ssf_policy", None))  # next request refused (ADR 0005)
+    return policy
 
 
 class NewCredential(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -15,7 +15,7 @@ import msgspec
 from frontdoor_core.db import transaction
 from frontdoor_core.errors import Invalid
 from frontdoor_identity import check_client_id
-from frontdoor_sessions import MAX_ACCOUNT_ID, disconnect_account
+from frontdoor_sessions import MAX_ACCOUNT_ID, await_streams, disconnect_account
 from frontdoor_sessions.account_directory import connected_accounts
 from frontdoor_sessions.connected_agents import connected_agents
 from frontdoor_sessions.session_directory import get_session, list_sessions, revoke_session
@@ -127,6 +127,7 @@ async def session_revoke(session_id: FromPath[str], data: Annotated[ConfirmForm,
         return _revoke_confirm(console, s)
     async with transaction(ctx.pool) as conn:
         await revoke_session(conn, console.actor, s.id, now=ctx.now())
+    await await_streams(ctx.pool, console.tenant.id, getattr(state, "ssf_policy", None))  # next request refused (ADR 0005)
     notice = "session_revoked" if s.ended_at is None else "session_unchanged"
     return Redirect(f"/sessions?notice={notice}", status_code=303)
 
@@ -184,6 +185,7 @@ async def account_disconnect(data: Annotated[DisconnectForm, FORM], console: Con
     async with transaction(ctx.pool) as conn:
         await disconnect_account(conn, console.actor, account_id=account, client_id=client_id, now=ctx.now(),
                                  via="dashboard")
+    await await_streams(ctx.pool, console.tenant.id, getattr(state, "ssf_policy", None))  # next request refused (ADR 0005)
     return Redirect("/accounts/agents?" + urlencode({"account": account, "notice": "account_disconnected"}),
                     status_code=303)
 

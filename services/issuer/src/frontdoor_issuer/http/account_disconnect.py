@@ -15,7 +15,7 @@ from frontdoor_core.db import transaction
 from frontdoor_httpkit import current_request_id
 from frontdoor_protocol.errors import ProtocolError
 from frontdoor_protocol.strict_json import MalformedJSON, loads
-from frontdoor_sessions import MAX_ACCOUNT_ID, disconnect_account, identify_credential
+from frontdoor_sessions import MAX_ACCOUNT_ID, await_streams, disconnect_account, identify_credential
 from frontdoor_tenancy.actor import Actor
 from litestar import Request, Response, post
 from litestar.datastructures import State
@@ -65,5 +65,6 @@ async def account_disconnect(slug: FromPath[str], request: Request[Any, Any, Any
     async with transaction(ctx.pool) as conn:
         done = await disconnect_account(conn, actor, account_id=account, client_id=client_id, now=ctx.now(),
                                         via="resource_credential")
+    await await_streams(ctx.pool, tenant.tenant_id, getattr(state, "ssf_policy", None))  # ADR 0005
     return Response({"account": account, "client_id": client_id, **msgspec.structs.asdict(done)},
                     status_code=200, headers=NO_STORE)

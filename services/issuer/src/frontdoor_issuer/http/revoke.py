@@ -12,7 +12,7 @@ from typing import Any
 from frontdoor_core.errors import Unavailable
 from frontdoor_httpkit import client_address, current_request_id
 from frontdoor_protocol.errors import ProtocolError
-from frontdoor_sessions import GrantRefused, Revocation, RevocationRequest
+from frontdoor_sessions import GrantRefused, Revocation, RevocationRequest, await_streams
 from litestar import Request, Response, post
 from litestar.datastructures import State
 from litestar.params import FromPath
@@ -46,4 +46,6 @@ async def revoke(slug: FromPath[str], request: Request[Any, Any, Any], state: St
         return oauth_error(exc.error, exc.headers)
     except Unavailable as exc:
         return unavailable(exc.retry_after)
+    # "The next request is refused" at receivers answering from memory (ADR 0005).
+    await await_streams(ctx.pool, tenant.tenant_id, getattr(state, "ssf_policy", None))
     return Response({}, status_code=200, headers=NO_STORE)
