@@ -21,6 +21,7 @@ UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
 PUBLIC = {
     ("POST", "/api/v1/signup"), ("POST", "/login"), ("POST", "/logout"), ("POST", "/signup"),
     ("POST", "/invite/{token:str}"),
+    ("POST", "/billing/stripe/webhook"),  # Stripe calls it; only its Stripe-Signature is trusted
 }
 # Unsafe methods that change nothing, so every member may call them.
 READ_ONLY = {("POST", "/api/v1/domains/{domain:str}/publish-check"), ("POST", "/account/password")}
