@@ -84,19 +84,44 @@ class ApiEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
 
 class LoginConnection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Where the company's users sign in, and how its login responses are signed (ADR 0002).
+    """Where the company's users sign in: the signed handoff (ADR 0002) or its OpenID Provider.
 
     Attributes:
-        url: The company's login page; Frontdoor sends the browser to ``url?request=<JWT>``.
-            HTTPS (loopback ``http`` in development), no query or fragment.
-        jwks_uri: The company's JWKS on the login page's host, fetched and cached briefly.
-        public_jwk: Or the one public EC P-256 key (with its ``kid``) the responses are
-            signed with. Exactly one of ``jwks_uri`` and ``public_jwk``.
+        type: ``handoff`` (the company's login page answers with a signed response,
+            docs/login-handoff.md) or ``oidc`` (the company's identity provider signs its
+            users in through the OpenID Connect authorization code flow, docs/sign-in.md).
+        url: ``handoff``: the company's login page; Frontdoor sends the browser to
+            ``url?request=<JWT>``. HTTPS (loopback ``http`` in development), no query or
+            fragment. Empty for ``oidc``.
+        jwks_uri: ``handoff``: the company's JWKS on the login page's host, fetched and cached briefly.
+        public_jwk: ``handoff``: or the one public EC P-256 key (with its ``kid``) the responses
+            are signed with. Exactly one of ``jwks_uri`` and ``public_jwk``.
+        issuer: ``oidc``: the IdP's issuer identifier; its metadata is discovered at
+            ``{issuer}/.well-known/openid-configuration``.
+        client_id: ``oidc``: Frontdoor's client ID at the IdP.
+        client_secret: ``oidc``: write-only. Given on a write, it is stored KEK-encrypted
+            apart from the settings (`frontdoor_tenancy.oidc_connection`) and always reads
+            back as null; omitted on a write, the stored secret is kept.
+        token_endpoint_auth_method: ``oidc``: ``client_secret_basic`` or ``client_secret_post``.
+        account_claim: ``oidc``: which claim is the company's account ID: ``sub`` (the
+            default) or ``email`` (taken only when ``email_verified`` is true).
+        userinfo: ``oidc``: also read the claims at the IdP's userinfo endpoint (for IdPs
+            that put ``email`` there only).
+        backchannel_logout: ``oidc``: accept OIDC Back-Channel Logout tokens at
+            ``{issuer}/oidc/backchannel-logout``; each revokes the account's sign-ins.
     """
 
-    url: str
+    type: Literal["handoff", "oidc"] = "handoff"
+    url: str = ""
     jwks_uri: str | None = None
     public_jwk: dict[str, Any] | None = None
+    issuer: str | None = None
+    client_id: str | None = None
+    client_secret: str | None = None
+    token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post"] = "client_secret_basic"
+    account_claim: Literal["sub", "email"] = "sub"
+    userinfo: bool = False
+    backchannel_logout: bool = False
 
 
 ProfileVersion = Literal["0.2", "1.0"]
@@ -320,8 +345,12 @@ def _mediated_errors(m: MediatedSettings, known: dict[str, str], *, dev: bool) -
 
 
 def _login_errors(login: LoginConnection, *, dev: bool) -> dict[str, str]:
-    """Problems of the ``login`` setting by field (ADR 0002, "The login handoff")."""
+    """Problems of the ``login`` setting by field (ADR 0002, "The login handoff"; OIDC)."""
+    if login.type == "oidc":
+        return _oidc_errors(login, dev=dev)
     errors: dict[str, str] = {}
+    if login.issuer is not None or login.client_id is not None or login.client_secret is not None:
+        errors["login.type"] = "issuer, client_id and client_secret belong to an oidc connection"
     url_ok = _url_ok(login.url, dev=dev) and not urlsplit(login.url).query
     if not url_ok:
         errors["login.url"] = "must be an https:// URL without credentials, query or fragment"
@@ -340,11 +369,38 @@ def _login_errors(login: LoginConnection, *, dev: bool) -> dict[str, str]:
     return errors
 
 
+_VISIBLE_ASCII = re.compile(r"^[\x21-\x7e]{1,255}$")
+
+
+def _oidc_errors(login: LoginConnection, *, dev: bool) -> dict[str, str]:
+    """Problems of an ``oidc`` login connection by field (OpenID Connect Discovery 1.0 §2-§4)."""
+    errors: dict[str, str] = {}
+    if login.url or login.jwks_uri is not None or login.public_jwk is not None:
+        errors["login.type"] = "url, jwks_uri and public_jwk belong to a handoff connection"
+    issuer = login.issuer or ""
+    # An issuer is https, without query or fragment (Discovery §2); the ID token's iss must equal it.
+    if not _url_ok(issuer, dev=dev) or urlsplit(issuer).query or len(issuer) > 2048 or "?" in issuer:
+        errors["login.issuer"] = "must be the IdP's https:// issuer URL, without credentials, query or fragment"
+    if login.client_id is None or not _VISIBLE_ASCII.match(login.client_id):
+        errors["login.client_id"] = "must be 1 to 255 visible ASCII characters"
+    secret = login.client_secret
+    if secret is not None and not re.fullmatch(r"[\x20-\x7e]{8,1024}", secret):
+        errors["login.client_secret"] = "must be 8 to 1024 printable ASCII characters"
+    return errors
+
+
+def _storable(settings: IssuerSettings) -> Any:
+    # The OIDC client secret lives KEK-encrypted in its own table (oidc_connection), never here.
+    if settings.login is not None and settings.login.client_secret is not None:
+        raise ValueError("store the login client secret with oidc_connection.store_login_secret first")
+    return msgspec.to_builtins(settings)
+
+
 async def insert_settings(conn: asyncpg.Connection, tenant_id: str, settings: IssuerSettings) -> None:
     """Store a new tenant's first settings."""
     await conn.execute(
         "INSERT INTO issuer_settings (tenant_id, settings) VALUES ($1, $2)",
-        tenant_id, msgspec.to_builtins(settings),
+        tenant_id, _storable(settings),
     )
 
 
@@ -365,7 +421,13 @@ async def get_settings(conn: asyncpg.Connection, tenant_id: str) -> StoredIssuer
 async def update_settings(
     conn: asyncpg.Connection, tenant_id: str, settings: IssuerSettings, *, if_version: int | None = None
 ) -> StoredIssuerSettings:
-    """Replace the settings (compare-and-set on ``if_version`` when given)."""
+    """Replace the settings (compare-and-set on ``if_version`` when given).
+
+    Raises:
+        ValueError: ``login.client_secret`` is set (store it with
+            `frontdoor_tenancy.oidc_connection.store_login_secret`, which clears it).
+        Conflict: The version changed.
+    """
     row = await conn.fetchrow(
         """
         UPDATE issuer_settings
@@ -373,7 +435,7 @@ async def update_settings(
          WHERE tenant_id = $1 AND ($3::int IS NULL OR version = $3)
         RETURNING version, updated_at
         """,
-        tenant_id, msgspec.to_builtins(settings), if_version,
+        tenant_id, _storable(settings), if_version,
     )
     if row is None:
         raise Conflict("version_conflict", "The settings changed since you read them; reload and retry.")

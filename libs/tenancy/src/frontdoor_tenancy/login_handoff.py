@@ -132,7 +132,7 @@ def _unavailable() -> Unavailable:
 
 async def _connection(conn: asyncpg.Connection, tenant_id: str) -> LoginConnection:
     login = (await get_settings(conn, tenant_id)).settings.login
-    if login is None:
+    if login is None or login.type != "handoff":  # an oidc connection signs in elsewhere
         raise LoginHandoffFailed(LoginFailureReason.NOT_CONFIGURED)
     return login
 

@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 from frontdoor_core.db import transaction
 from frontdoor_core.errors import Invalid
-from frontdoor_tenancy import audit, issuer_settings, signing_keys, tenants
+from frontdoor_tenancy import audit, issuer_settings, oidc_connection, signing_keys, tenants
 from frontdoor_tenancy.actor import Actor
 from frontdoor_tenancy.issuer_settings import IssuerSettings
 from litestar import get, patch, post, put
@@ -29,6 +29,8 @@ class IssuerOut(msgspec.Struct, frozen=True, kw_only=True):
     version: int
     updated_at: datetime
     settings: IssuerSettings
+    # The oidc login connection's client secret is write-only: only whether one is stored.
+    login_client_secret_set: bool = False
 
 
 @get("/api/v1/issuer", responses=PROBLEMS, tags=["issuer"], summary="Read the issuer settings")
@@ -37,21 +39,25 @@ async def get_issuer(actor: NamedDependency[Actor], state: State) -> IssuerOut:
     async with ctx.pool.acquire() as conn:
         tenant = await tenants.get_tenant(conn, actor.tenant_id)
         stored = await issuer_settings.get_settings(conn, actor.tenant_id)
-    return _out(ctx, tenant.slug, stored)
+        secret_set = await oidc_connection.has_client_secret(conn, actor.tenant_id)
+    return _out(ctx, tenant.slug, stored, secret_set=secret_set)
 
 
-def _out(ctx: Any, slug: str, stored: issuer_settings.StoredIssuerSettings) -> IssuerOut:
+def _out(ctx: Any, slug: str, stored: issuer_settings.StoredIssuerSettings, *, secret_set: bool) -> IssuerOut:
     base = ctx.settings.issuer_base_url
     return IssuerOut(
         issuer=ctx.issuer_url(slug),
         metadata_url=f"{base}/.well-known/oauth-authorization-server/{slug}",
         jwks_uri=f"{ctx.issuer_url(slug)}/jwks.json",
         version=stored.version, updated_at=stored.updated_at, settings=stored.settings,
+        login_client_secret_set=secret_set,
     )
 
 
 @put("/api/v1/issuer", responses=PROBLEMS, tags=["issuer"], summary="Replace the issuer settings",
-     description="Send `If-Match: <version>` to refuse the write if someone changed the settings meanwhile.")
+     description="Send `If-Match: <version>` to refuse the write if someone changed the settings meanwhile. "
+                "`login.client_secret` (an `oidc` connection) is write-only: stored KEK-encrypted, read back as "
+                "null (`login_client_secret_set` says whether one is stored); omit it to keep the stored one.")
 async def put_issuer(
     data: JSONBody[IssuerSettings], actor: NamedDependency[Actor], state: State,
     if_match: str | None = Parameter(header="If-Match", default=None, max_length=20),
@@ -62,10 +68,12 @@ async def put_issuer(
     version = _if_match_version(if_match)
     async with transaction(ctx.pool) as conn:
         tenant = await tenants.get_tenant(conn, actor.tenant_id)
+        clean, secret = await oidc_connection.store_login_secret(conn, ctx.kek, actor.tenant_id, clean, now=ctx.now())
         stored = await issuer_settings.update_settings(conn, actor.tenant_id, clean, if_version=version)
         await audit.record(conn, actor, "issuer.settings_updated", target_type="tenant", target_id=actor.tenant_id,
-                           details={"version": stored.version})
-    return _out(ctx, tenant.slug, stored)
+                           details={"version": stored.version, "login_type": clean.login.type if clean.login else None,
+                                    "login_client_secret": secret})
+    return _out(ctx, tenant.slug, stored, secret_set=clean.login is not None and clean.login.type == "oidc")
 
 
 def _if_match_version(header: str | None) -> int | None:

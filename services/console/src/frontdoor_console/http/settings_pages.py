@@ -15,7 +15,8 @@ from typing import Annotated, Any
 import msgspec
 from frontdoor_core.db import transaction
 from frontdoor_core.errors import Conflict, Invalid
-from frontdoor_tenancy import audit, issuer_settings, signing_keys
+from frontdoor_sessions.oidc_provider import ProviderProblem, ProviderUnavailable, check_provider
+from frontdoor_tenancy import audit, issuer_settings, oidc_connection, signing_keys
 from frontdoor_tenancy.issuer_settings import IssuerSettings, LoginConnection, ProtocolSettings, SignInType
 from litestar import Request, Response, get, post
 from litestar.datastructures import State
@@ -31,8 +32,31 @@ _NOTICES = {
     "saved": "Settings saved. The issuer metadata and poppy.json reflect them now.",
     "rotated": "New signing key published. It signs after the lead time; the old one stays published meanwhile.",
     "rotated_now": "New signing key signs now; every other key left the JWKS.",
+    "login_ok": "Connection works: the IdP's discovery document and keys were fetched and checked.",
 }
 _MAX_FORM_VALUES = 400
+_PROVIDER_PROBLEMS = {
+    ProviderProblem.UNREACHABLE: "discovery failed: {issuer}/.well-known/openid-configuration did not answer with "
+                                 "JSON. Check the issuer URL (it is the IdP's issuer, not its login page)",
+    ProviderProblem.NOT_METADATA: "the discovery document is not OpenID Provider metadata",
+    ProviderProblem.ISSUER_MISMATCH: "the discovery document names another issuer: enter it exactly as the IdP "
+                                     "writes it (a trailing slash counts)",
+    ProviderProblem.INSECURE_ENDPOINT: "the IdP lists an endpoint that is not https://",
+    ProviderProblem.NO_PKCE: "the IdP does not support PKCE S256",
+    ProviderProblem.NO_USABLE_ALGORITHM: "the IdP signs ID tokens with no public-key algorithm (RS256, ES256...)",
+    ProviderProblem.KEYS_UNAVAILABLE: "the IdP's JWKS could not be fetched or holds no public signing key",
+}
+
+
+async def _provider_error(ctx: Any, tenant_id: str, login: LoginConnection | None) -> dict[str, str]:
+    """``{"login.issuer": why}`` when an oidc connection's IdP cannot be used, else nothing."""
+    if login is None or login.type != "oidc" or login.issuer is None:
+        return {}
+    try:
+        await check_provider(login.issuer, tenant_id=tenant_id, fetcher=ctx.fetcher, redis=ctx.redis)
+    except ProviderUnavailable as exc:
+        return {"login.issuer": _PROVIDER_PROBLEMS[exc.problem].format(issuer=login.issuer.rstrip("/"))}
+    return {}
 
 
 def _int(form: dict[str, list[str]], name: str, errors: dict[str, str]) -> int:
@@ -67,7 +91,16 @@ def settings_from_form(current: IssuerSettings, form: dict[str, list[str]]) -> I
     custom = _custom_scopes(_text(form, "custom_scopes"), errors)
     login_url = _text(form, "login_url")
     login: LoginConnection | None = current.login
-    if login_url:
+    if _text(form, "login_type") == "oidc":
+        auth = _text(form, "oidc_auth_method")
+        claim = _text(form, "oidc_account_claim")
+        login = LoginConnection(
+            type="oidc", issuer=_text(form, "oidc_issuer") or None, client_id=_text(form, "oidc_client_id") or None,
+            client_secret=(form.get("oidc_client_secret") or [""])[0] or None,  # empty: keep the stored one
+            token_endpoint_auth_method="client_secret_post" if auth == "client_secret_post" else "client_secret_basic",
+            account_claim="email" if claim == "email" else "sub", userinfo="oidc_userinfo" in form,
+            backchannel_logout=bool(current.login and current.login.backchannel_logout))
+    elif login_url:
         jwks = _text(form, "login_jwks_uri") or None
         keep_jwk = current.login.public_jwk if current.login and not jwks else None
         login = LoginConnection(url=login_url, jwks_uri=jwks, public_jwk=keep_jwk)
@@ -116,12 +149,13 @@ async def _page(console: Console, state: State, *, settings: IssuerSettings | No
             "SELECT kid, created_at, activates_at, retired_at FROM signing_keys WHERE tenant_id = $1"
             " ORDER BY created_at DESC", console.tenant.id)]
         published = {k["kid"] for k in (await signing_keys.jwks(conn, console.tenant.id, ctx.now()))["keys"]}
+        secret_set = await oidc_connection.has_client_secret(conn, console.tenant.id)
     shown = settings or stored.settings
     return console.page(
         "settings.html", nav="settings", s=shown, version=version or stored.version, updated_at=stored.updated_at,
         scopes=shown.all_scopes(), custom_text="\n".join(f"{k}: {v}" for k, v in shown.custom_scopes.items()),
         keys=keys, published=published, now=ctx.now(), issuer=ctx.issuer_url(console.tenant.slug),
-        errors=errors or {}, error=error, notice=notice, status_code=status_code,
+        errors=errors or {}, error=error, notice=notice, status_code=status_code, secret_set=secret_set,
     )
 
 
@@ -150,16 +184,39 @@ async def settings_save(console: Console, state: State, request: Request[Any, An
         return await _page(console, state, errors=exc.fields, error=exc.detail, status_code=422)
     try:
         clean = issuer_settings.validate_settings(wanted, dev=ctx.settings.is_dev)
+        problem = await _provider_error(ctx, console.tenant.id, clean.login)
+        if problem:  # a wrong issuer is said now, not at a user's first sign-in
+            raise Invalid("invalid_settings", "The identity provider cannot be used.", fields=problem)
         async with transaction(ctx.pool) as conn:
+            clean, secret = await oidc_connection.store_login_secret(conn, ctx.kek, console.tenant.id, clean,
+                                                                     now=ctx.now())
             stored = await issuer_settings.update_settings(conn, console.tenant.id, clean, if_version=version)
             await audit.record(conn, console.actor, "issuer.settings_updated", target_type="tenant",
-                               target_id=console.tenant.id, details={"version": stored.version, "via": "dashboard"})
+                               target_id=console.tenant.id,
+                               details={"version": stored.version, "via": "dashboard", "login_client_secret": secret,
+                                        "login_type": clean.login.type if clean.login else None})
     except Invalid as exc:
         return await _page(console, state, settings=wanted, version=version, errors=exc.fields, error=exc.detail,
                            status_code=422)
     except Conflict as exc:
         return await _page(console, state, error=exc.detail, status_code=409)
     return Redirect("/settings?notice=saved", status_code=303)
+
+
+@post("/settings/login/test")
+async def login_test(console: Console, state: State) -> Response[Any]:
+    """"Test connection": discovery and the JWKS of the saved oidc connection, fetched afresh."""
+    console.require("write")
+    ctx = ctx_of(state)
+    async with ctx.pool.acquire() as conn:
+        login = (await issuer_settings.get_settings(conn, console.tenant.id)).settings.login
+    if login is None or login.type != "oidc":
+        return await _page(console, state, error="Save an OpenID Connect login connection first.", status_code=409)
+    problem = await _provider_error(ctx, console.tenant.id, login)
+    if problem:
+        return await _page(console, state, errors=problem, error="The identity provider cannot be used.",
+                           status_code=422)
+    return Redirect("/settings?notice=login_ok", status_code=303)
 
 
 class RotateForm(msgspec.Struct, frozen=True, kw_only=True):
@@ -201,4 +258,4 @@ async def rotate(data: Annotated[RotateForm, FORM], console: Console, state: Sta
     return Redirect(f"/settings?notice={'rotated_now' if compromised else 'rotated'}", status_code=303)
 
 
-routes: list[Any] = [settings_page, settings_save, rotate_confirm, rotate]
+routes: list[Any] = [settings_page, settings_save, login_test, rotate_confirm, rotate]

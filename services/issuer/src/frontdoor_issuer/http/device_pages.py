@@ -2,7 +2,7 @@
 
 ``GET {issuer}/device`` asks for the code (prefilled from ``verification_uri_complete``);
 submitting it approves nothing: it sends the browser to the company's login page with a
-signed request (ADR 0002), then through the callback and the consent page shared with
+signed request (ADR 0002), or to the company's OpenID Provider, then through the callback and the consent page shared with
 Direct Sign-In (`sign_in_pages`), whose decision approves or denies the user code.
 """
 
@@ -34,7 +34,7 @@ async def device_page(slug: FromPath[str], request: Request[Any, Any, Any], stat
         return not_found()
     code = request.query_params.get("user_code", "")[:20]
     # Continue is answered by a redirect to the company's login page (another origin).
-    return page("device_enter.html", tenant, state, form_targets=login_targets(tenant),
+    return page("device_enter.html", tenant, state, form_targets=await login_targets(state, tenant),
                 action=f"{tenant.issuer}/device", user_code=code, error=None)
 
 
@@ -63,7 +63,7 @@ async def device_submit(slug: FromPath[str], request: Request[Any, Any, Any], st
         busy.headers["Retry-After"] = str(exc.retry_after or 60)
         return busy
     if pending is None or pending.expired or pending.status != "pending":
-        return page("device_enter.html", tenant, state, 400, form_targets=login_targets(tenant),
+        return page("device_enter.html", tenant, state, 400, form_targets=await login_targets(state, tenant),
                     action=f"{tenant.issuer}/device", user_code=raw,
                     error="That code is not valid or has expired. Check it on your assistant's screen.")
     try:

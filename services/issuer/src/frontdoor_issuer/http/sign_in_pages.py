@@ -7,6 +7,11 @@ from ``{issuer}/oauth/authorize``) creates a *flow* (`FlowStore`) and calls
 ``{issuer}/login/callback`` with a signed response naming the account; then the consent
 page lists what the agent asked for, and the user allows all or part of it, or denies.
 
+When the tenant's login connection is ``oidc``, the company's identity provider replaces
+the handoff: :func:`start_handoff` sends the browser to the IdP's authorization endpoint
+(`frontdoor_sessions.oidc_login`), and the IdP answers at ``{issuer}/oidc/callback``
+(`oidc_pages`); consent stays on Frontdoor's page.
+
 What the decision does depends on the flow's kind: a Device flow approves or denies the
 user code (the agent's next poll learns it); a Direct flow redirects the browser to the
 agent's ``redirect_uri`` with a one-use ``code`` or ``error=access_denied``, always with
@@ -22,6 +27,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from frontdoor_core.errors import Unavailable
 from frontdoor_httpkit import content_security_policy, origin_source
 from frontdoor_sessions import AuthorizationCodeStore, IssuedCode, TenantIssuer
+from frontdoor_sessions.oidc_login import start_oidc_login
+from frontdoor_sessions.oidc_provider import ProviderUnavailable, discover
 from frontdoor_tenancy.login_handoff import LoginHandoffFailed, finish_login, start_login
 from litestar import Request, Response, get, post
 from litestar.datastructures import Cookie, State
@@ -37,6 +44,7 @@ __all__ = [
     "authorization_redirect",
     "flow_cookie",
     "login_targets",
+    "oidc_redirect_uri",
     "message",
     "page",
     "routes",
@@ -63,10 +71,26 @@ def page(template: str, tenant: Any, state: State, status: int = 200, *, form_ta
     return Template(template, context=context, status_code=status, headers=headers)
 
 
-def login_targets(tenant: TenantIssuer) -> list[str]:
-    """Where a form that starts the login handoff ends: the company's login page."""
+async def login_targets(state: State, tenant: TenantIssuer) -> list[str]:
+    """Where a form that starts the sign-in ends: the company's login page, or, for an
+    ``oidc`` connection, the IdP's authorization endpoint (from its cached metadata)."""
     login = tenant.settings.login
-    return [login.url] if login is not None else []
+    if login is None:
+        return []
+    if login.type != "oidc":
+        return [login.url]
+    assert login.issuer is not None  # validate_settings
+    try:
+        meta = await discover(login.issuer, tenant_id=tenant.tenant_id, fetcher=state.ctx.fetcher,
+                              redis=state.ctx.redis)
+    except ProviderUnavailable:
+        return []  # the submission then answers "not available" itself, without leaving
+    return [meta.authorization_endpoint]
+
+
+def oidc_redirect_uri(tenant: TenantIssuer) -> str:
+    """The redirect URI the company registers at its IdP for Frontdoor: ``{issuer}/oidc/callback``."""
+    return f"{tenant.issuer}/oidc/callback"
 
 
 def message(tenant: Any, state: State, heading: str, text: str, status: int = 200) -> Template:
@@ -100,11 +124,20 @@ def authorization_redirect(redirect_uri: str, issuer: str, **params: str | None)
 
 
 async def start_handoff(state: State, tenant: TenantIssuer, slug: str, flow: FlowState) -> Response[Any] | None:
-    """Create ``flow`` and send the browser to the company's login page; None when the
-    tenant has no working login connection (the caller says so its own way)."""
+    """Create ``flow`` and send the browser to the company's login page (or its IdP); None
+    when the tenant has no working login connection (the caller says so its own way)."""
     ctx = state.ctx
     flows = FlowStore(ctx.redis)
     flow_id = await flows.create(flow)
+    login = tenant.settings.login
+    if login is not None and login.type == "oidc":
+        try:
+            url = await start_oidc_login(login, tenant_id=tenant.tenant_id, flow_id=flow_id,
+                                         redirect_uri=oidc_redirect_uri(tenant), fetcher=ctx.fetcher, redis=ctx.redis)
+        except ProviderUnavailable:
+            await flows.end(flow_id)
+            return None
+        return Redirect(url, status_code=303, cookies=[flow_cookie(state, slug, flow_id)], headers=PAGE_HEADERS)
     try:
         async with ctx.pool.acquire() as conn:
             login_url = await start_login(conn, ctx.kek, tenant.tenant_id, issuer=tenant.issuer,

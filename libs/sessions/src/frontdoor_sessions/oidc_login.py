@@ -1,0 +1,295 @@
+"""Signing a user in at the tenant's OpenID Provider: the authorization code flow.
+
+The relying-party side of OpenID Connect Core 1.0 §3.1 for a tenant whose ``login`` is
+``oidc``, used by the sign-in pages instead of the signed handoff:
+
+- :func:`start_oidc_login` makes a fresh ``state``, ``nonce`` and PKCE ``S256`` verifier
+  (RFC 7636), keeps them server-side under the SHA-256 of ``state`` for
+  :data:`STATE_TTL` seconds, bound to the browser's sign-in flow, and returns the IdP's
+  authorization URL;
+- :func:`finish_oidc_login` takes the IdP's redirect: ``state`` is used up once (GETDEL),
+  must belong to this browser's flow, the RFC 9207 ``iss`` must be the IdP's (required
+  when the IdP advertises it); an ``error`` is the IdP's answer (`OidcLoginDenied`);
+  the code is redeemed at the token endpoint with the verifier and the client secret
+  (``client_secret_basic`` or ``client_secret_post``), and the ID token is checked
+  (`verify_id_token`, keys refetched once on an unknown ``kid``), optionally completed by
+  userinfo. The configured claim becomes the company's account ID.
+
+Nothing secret is logged or echoed: failures carry a stable :class:`OidcFailure` only.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import secrets
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any, Final
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+import asyncpg
+import msgspec
+import redis.asyncio as aioredis
+from frontdoor_core.errors import Invalid, Unavailable
+from frontdoor_core.outbound import FetchError, SafeFetcher
+from frontdoor_tenancy.credentials.key_encryption import Kek
+from frontdoor_tenancy.issuer_settings import LoginConnection
+from frontdoor_tenancy.oidc_connection import load_client_secret
+
+from .oidc_id_token import IdTokenError, IdTokenReason, verify_id_token
+from .oidc_provider import ProviderMetadata, ProviderUnavailable, discover, provider_keys, refetched_keys
+
+__all__ = [
+    "STATE_TTL",
+    "OidcFailure",
+    "OidcLoginDenied",
+    "OidcLoginFailed",
+    "account_id_from_claims",
+    "finish_oidc_login",
+    "start_oidc_login",
+]
+
+STATE_TTL: Final = 600
+"""Seconds an authorization request may be answered (the sign-in flow's own lifetime)."""
+_ACCOUNT_ID = re.compile(r"^[\x21-\x7e]{1,255}$")
+_IDP_ERROR = re.compile(r"^[\x20-\x21\x23-\x5b\x5d-\x7e]{1,64}$")  # RFC 6749 §4.1.2.1 error charset
+
+
+class OidcFailure(StrEnum):
+    """Why the IdP's answer did not sign anyone in (stable, safe to log, names no value)."""
+
+    UNKNOWN_STATE = "unknown_state"
+    """No pending request has this ``state``: used already, expired, or never issued."""
+    OTHER_BROWSER = "other_browser"
+    """The ``state`` belongs to another browser's sign-in."""
+    CONNECTION_CHANGED = "connection_changed"
+    """The login connection changed since the request was sent."""
+    ISSUER = "issuer"
+    """The response's ``iss`` is not the IdP's, or is missing though the IdP sends it (RFC 9207)."""
+    NO_CODE = "no_code"
+    TOKEN_REFUSED = "token_refused"
+    """The token endpoint refused the code (used, expired, PKCE or redirect mismatch)."""
+    INVALID_CLIENT = "invalid_client"
+    """The token endpoint refused Frontdoor's client credentials (a wrong secret)."""
+    PROVIDER_DOWN = "provider_down"
+    """The IdP did not answer, or answered what is not OpenID Connect."""
+    ID_TOKEN = "id_token"
+    """The ID token failed a check; ``check`` is the `IdTokenReason`."""
+    USERINFO = "userinfo"
+    NO_ACCOUNT = "no_account"
+    """The configured claim is missing, not verified (email) or not a usable account ID."""
+
+
+class OidcLoginFailed(Invalid):
+    """The sign-in at the IdP cannot be completed; ``reason`` (and ``check``) say why."""
+
+    def __init__(self, reason: OidcFailure, check: str | None = None) -> None:
+        super().__init__("login_failed", "The sign-in at the company could not be completed; start again.")
+        self.reason = reason
+        self.check = check
+
+
+class OidcLoginDenied(Exception):
+    """The IdP answered with an error (the user cancelled, or it refused): ``error`` is its code."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__(f"identity provider answered {error}")
+        self.error = error
+
+
+class _Pending(msgspec.Struct, frozen=True, kw_only=True):
+    flow_id: str
+    verifier: str
+    nonce: str
+    issuer: str
+    client_id: str
+
+
+def _b64url(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def _state_key(tenant_id: str, state: str) -> str:
+    return f"oidc:state:{tenant_id}:{hashlib.sha256(state.encode()).hexdigest()}"
+
+
+def _unavailable() -> Unavailable:
+    return Unavailable("login_state_unavailable", "Temporarily unavailable; retry shortly.", retry_after=5)
+
+
+def _with_query(url: str, params: dict[str, str]) -> str:
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True) + list(params.items())
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), ""))
+
+
+async def start_oidc_login(login: LoginConnection, *, tenant_id: str, flow_id: str, redirect_uri: str,
+                           fetcher: SafeFetcher, redis: aioredis.Redis) -> str:
+    """The IdP's authorization URL for the browser of ``flow_id``.
+
+    Raises:
+        ProviderUnavailable: Discovery failed.
+        Unavailable: Redis could not keep the request.
+    """
+    assert login.issuer is not None and login.client_id is not None  # validate_settings
+    meta = await discover(login.issuer, tenant_id=tenant_id, fetcher=fetcher, redis=redis)
+    state, nonce, verifier = secrets.token_urlsafe(32), secrets.token_urlsafe(32), secrets.token_urlsafe(48)
+    pending = _Pending(flow_id=flow_id, verifier=verifier, nonce=nonce, issuer=login.issuer, client_id=login.client_id)
+    try:
+        await redis.set(_state_key(tenant_id, state), msgspec.json.encode(pending), ex=STATE_TTL)
+    except Exception:
+        raise _unavailable() from None
+    scope = "openid email" if login.account_claim == "email" else "openid"
+    return _with_query(meta.authorization_endpoint, {
+        "response_type": "code", "client_id": login.client_id, "redirect_uri": redirect_uri, "scope": scope,
+        "state": state, "nonce": nonce,
+        "code_challenge": _b64url(hashlib.sha256(verifier.encode("ascii")).digest()), "code_challenge_method": "S256",
+    })
+
+
+def account_id_from_claims(claims: Mapping[str, Any], account_claim: str) -> str:
+    """The company's account ID: ``sub``, or ``email`` only when ``email_verified`` is true.
+
+    Raises:
+        OidcLoginFailed: ``no_account``.
+    """
+    if account_claim == "email":
+        value = claims.get("email") if claims.get("email_verified") is True else None
+    else:
+        value = claims.get("sub")
+    if not isinstance(value, str) or not _ACCOUNT_ID.match(value):
+        raise OidcLoginFailed(OidcFailure.NO_ACCOUNT)
+    return value
+
+
+async def _take_pending(redis: aioredis.Redis, tenant_id: str, state: str) -> _Pending | None:
+    if not state or len(state) > 512:
+        return None
+    try:
+        raw = await redis.getdel(_state_key(tenant_id, state))
+    except Exception:
+        raise _unavailable() from None
+    return None if raw is None else msgspec.json.decode(raw, type=_Pending)
+
+
+async def finish_oidc_login(conn: asyncpg.Connection, kek: Kek, login: LoginConnection, *, tenant_id: str,
+                            params: Mapping[str, str], flow_id: str, redirect_uri: str, now: int,
+                            fetcher: SafeFetcher, redis: aioredis.Redis) -> str:
+    """Check the IdP's redirect to ``redirect_uri`` and return the account ID it vouches for.
+
+    Args:
+        conn: Reads the client secret.
+        kek: Opens it.
+        login: The tenant's current ``oidc`` connection.
+        tenant_id: The tenant.
+        params: The redirect's query (``code``, ``state``, ``iss``, or ``error``).
+        flow_id: This browser's sign-in flow (its cookie): the ``state`` must be its own.
+        redirect_uri: ``{issuer}/oidc/callback``, as sent in the request.
+        now: The current time, seconds since the epoch.
+        fetcher: The SSRF-safe fetcher.
+        redis: The one-use ``state`` store and the IdP caches.
+
+    Raises:
+        OidcLoginFailed: With the reason.
+        OidcLoginDenied: The IdP answered ``error`` (after ``state`` and ``iss`` checked out).
+        Unavailable: Redis could not answer.
+    """
+    pending = await _take_pending(redis, tenant_id, params.get("state", ""))
+    if pending is None:
+        raise OidcLoginFailed(OidcFailure.UNKNOWN_STATE)
+    if not secrets.compare_digest(pending.flow_id, flow_id):
+        raise OidcLoginFailed(OidcFailure.OTHER_BROWSER)
+    if pending.issuer != login.issuer or pending.client_id != login.client_id:
+        raise OidcLoginFailed(OidcFailure.CONNECTION_CHANGED)
+    try:
+        meta = await discover(pending.issuer, tenant_id=tenant_id, fetcher=fetcher, redis=redis)
+    except ProviderUnavailable:
+        raise OidcLoginFailed(OidcFailure.PROVIDER_DOWN) from None
+    iss = params.get("iss")
+    # RFC 9207 §2.4: a mix-up is caught by iss; required when the IdP says it sends it.
+    if (iss is not None and iss != meta.issuer) or (iss is None and meta.authorization_response_iss_parameter_supported):
+        raise OidcLoginFailed(OidcFailure.ISSUER)
+    error = params.get("error")
+    if error is not None:
+        raise OidcLoginDenied(error if _IDP_ERROR.match(error) else "invalid_response")
+    code = params.get("code")
+    if not code or len(code) > 2048:
+        raise OidcLoginFailed(OidcFailure.NO_CODE)
+    secret = await load_client_secret(conn, kek, tenant_id)
+    tokens = await _redeem(meta, login, secret or "", code=code, verifier=pending.verifier,
+                           redirect_uri=redirect_uri, fetcher=fetcher)
+    id_token, access_token = tokens.get("id_token"), tokens.get("access_token")
+    if not isinstance(id_token, str):
+        raise OidcLoginFailed(OidcFailure.PROVIDER_DOWN)
+    claims = await _verified_claims(meta, pending, id_token, access_token if isinstance(access_token, str) else None,
+                                    tenant_id=tenant_id, now=now, fetcher=fetcher, redis=redis)
+    if login.userinfo and meta.userinfo_endpoint is not None and isinstance(access_token, str):
+        claims = {**await _userinfo(meta.userinfo_endpoint, access_token, str(claims["sub"]), fetcher), **claims}
+    return account_id_from_claims(claims, login.account_claim)
+
+
+async def _redeem(meta: ProviderMetadata, login: LoginConnection, secret: str, *, code: str, verifier: str,
+                  redirect_uri: str, fetcher: SafeFetcher) -> dict[str, Any]:
+    assert login.client_id is not None
+    form = {"grant_type": "authorization_code", "code": code, "redirect_uri": redirect_uri, "code_verifier": verifier}
+    headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
+    if login.token_endpoint_auth_method == "client_secret_post":
+        form.update(client_id=login.client_id, client_secret=secret)
+    else:  # RFC 6749 §2.3.1: both form-urlencoded before the Basic encoding
+        pair = f"{quote(login.client_id, safe='')}:{quote(secret, safe='')}".encode("ascii")
+        headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+    try:
+        answer = await fetcher.post(meta.token_endpoint, urlencode(form).encode("ascii"), headers=headers)
+    except FetchError:
+        raise OidcLoginFailed(OidcFailure.PROVIDER_DOWN) from None
+    try:
+        body = msgspec.json.decode(answer.body) if not answer.truncated else None
+    except msgspec.DecodeError:
+        body = None
+    if answer.status == 200 and isinstance(body, dict):
+        return body
+    error = body.get("error") if isinstance(body, dict) else None
+    if answer.status in (400, 401) and error == "invalid_client":
+        raise OidcLoginFailed(OidcFailure.INVALID_CLIENT)
+    if answer.status == 400 and isinstance(error, str):
+        raise OidcLoginFailed(OidcFailure.TOKEN_REFUSED)
+    raise OidcLoginFailed(OidcFailure.PROVIDER_DOWN)
+
+
+async def _verified_claims(meta: ProviderMetadata, pending: _Pending, id_token: str, access_token: str | None, *,
+                           tenant_id: str, now: int, fetcher: SafeFetcher, redis: aioredis.Redis) -> dict[str, Any]:
+    def check(keys: Any) -> dict[str, Any]:
+        return verify_id_token(id_token, keys=keys, issuer=meta.issuer, client_id=pending.client_id,
+                               nonce=pending.nonce, now=now, algorithms=meta.algorithms(), access_token=access_token)
+
+    try:
+        keys = await provider_keys(meta, tenant_id=tenant_id, fetcher=fetcher, redis=redis)
+        try:
+            return check(keys)
+        except IdTokenError as exc:
+            if exc.reason is not IdTokenReason.UNKNOWN_KEY:
+                raise
+        fresh = await refetched_keys(meta, tenant_id=tenant_id, fetcher=fetcher, redis=redis)
+        if fresh is None:
+            raise IdTokenError(IdTokenReason.UNKNOWN_KEY)
+        return check(fresh)
+    except ProviderUnavailable:
+        raise OidcLoginFailed(OidcFailure.PROVIDER_DOWN) from None
+    except IdTokenError as exc:
+        raise OidcLoginFailed(OidcFailure.ID_TOKEN, str(exc.reason)) from None
+
+
+async def _userinfo(endpoint: str, access_token: str, subject: str, fetcher: SafeFetcher) -> dict[str, Any]:
+    """The userinfo claims (OIDC Core §5.3; POST with the Bearer token, §5.3.1), same ``sub`` only."""
+    try:
+        answer = await fetcher.post(endpoint, b"", headers={"Authorization": f"Bearer {access_token}",
+                                                            "Accept": "application/json"})
+        body = msgspec.json.decode(answer.body)
+    except (FetchError, msgspec.DecodeError):
+        raise OidcLoginFailed(OidcFailure.USERINFO) from None
+    # §5.3.4: a userinfo answer for another subject must not be used.
+    if answer.status != 200 or not isinstance(body, dict) or body.get("sub") != subject:
+        raise OidcLoginFailed(OidcFailure.USERINFO)
+    return body

@@ -1,0 +1,156 @@
+"""A real OpenID Provider for the tests: panva's npm ``oidc-provider`` run by ``idp.mjs``.
+
+`OpenIdProvider` starts it on a loopback port with keys and clients the test chooses
+(installing the pinned package with ``npm ci`` first when ``node_modules`` is missing; a
+missing Node.js fails the test, it is never skipped). `IdpInternet` is the issuer's
+outbound network in these tests: the IdP through the SSRF-guarded stack over a real
+socket, everything else the shared `MockWeb`; it can re-sign the IdP's ID token with
+changed claims (``tamper``) to prove what Frontdoor refuses. `login_at_idp` plays the
+user's browser at the IdP's interaction pages.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin
+
+import httpx
+from frontdoor_core.outbound import (
+    AddressRules,
+    GuardedNetworkBackend,
+    GuardedTransport,
+    OutboundPolicy,
+    SystemResolver,
+)
+from frontdoor_core.outbound.guarded_transport import strict_ssl_context
+from joserfc import jwt
+from joserfc.jwk import RSAKey
+
+from tests.support.mock_web import MockWeb
+
+HERE = Path(__file__).parent
+
+
+def ensure_installed() -> None:
+    """``npm ci`` the pinned provider once (CI runs it in ``.ci/run``; this covers a bare ``make test``)."""
+    if (HERE / "node_modules" / "oidc-provider").is_dir():
+        return
+    npm = shutil.which("npm")
+    assert npm is not None, "Node.js and npm are needed for the OpenID Provider tests (apt-get install nodejs npm)"
+    subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=HERE, check=True, capture_output=True, timeout=300)
+
+
+def new_key(kid: str) -> RSAKey:
+    return RSAKey.generate_key(2048, parameters={"kid": kid, "use": "sig", "alg": "RS256"})
+
+
+class OpenIdProvider:
+    """One running provider process; `restart` keeps the port (and so the issuer)."""
+
+    def __init__(self, clients: list[dict[str, Any]], key: RSAKey) -> None:
+        ensure_installed()
+        self.clients, self.key, self.port = clients, key, 0
+        self._proc: subprocess.Popen[str] | None = None
+        self.issuer = ""
+        self.start()
+
+    def start(self) -> None:
+        node = shutil.which("node")
+        assert node is not None, "Node.js is needed for the OpenID Provider tests"
+        env = {"PATH": "/usr/bin:/bin", "IDP_PORT": str(self.port),
+               "IDP_JWKS": json.dumps({"keys": [self.key.as_dict(private=True)]}),
+               "IDP_CLIENTS": json.dumps(self.clients)}
+        self._proc = subprocess.Popen([node, "idp.mjs"], cwd=HERE, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL, text=True)
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        assert line, "the OpenID Provider did not start"
+        self.issuer = json.loads(line)["issuer"]
+        self.port = int(self.issuer.rsplit(":", 1)[1])
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.wait(timeout=10)
+            self._proc = None
+
+    def restart(self, key: RSAKey | None = None) -> None:
+        """Stop and start again on the same port, signing with ``key`` from now on (a rotation)."""
+        self.stop()
+        if key is not None:
+            self.key = key
+        self.start()
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+Tamper = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class IdpInternet(httpx.AsyncBaseTransport):
+    """The issuer's outbound network: the IdP over a real (guarded) socket, the rest `MockWeb`."""
+
+    def __init__(self, web: MockWeb, policy: OutboundPolicy) -> None:
+        self.web = web
+        self.idps: dict[str, OpenIdProvider] = {}
+        self.real = GuardedTransport(GuardedNetworkBackend(AddressRules(policy), SystemResolver()),
+                                     strict_ssl_context(None))
+        self.tamper: Tamper | None = None
+        self.sign_with: RSAKey | None = None  # tamper: a key other than the IdP's (a forgery)
+        self.token_requests: list[httpx.Request] = []
+
+    def add(self, idp: OpenIdProvider) -> None:
+        self.idps[idp.host] = idp
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        idp = self.idps.get(f"{request.url.host}:{request.url.port}")
+        if idp is None:
+            return await self.web.handle_async_request(request)
+        response = await self.real.handle_async_request(request)
+        if not request.url.path.endswith("/token"):
+            return response
+        await request.aread()
+        self.token_requests.append(request)
+        body = await response.aread()
+        if self.tamper is None or response.status_code != 200:
+            return httpx.Response(response.status_code, headers=response.headers, content=body)
+        tokens = json.loads(body)
+        claims = jwt.decode(tokens["id_token"], idp.key).claims
+        key = self.sign_with or idp.key
+        tokens["id_token"] = jwt.encode({"alg": "RS256", "kid": idp.key.kid}, self.tamper(dict(claims)), key)
+        return httpx.Response(200, headers={"content-type": "application/json"}, content=json.dumps(tokens).encode())
+
+
+async def login_at_idp(location: str, *, login: str, stop_at: str, cancel: bool = False) -> str:
+    """Play the user at the IdP from its authorization URL until it redirects to ``stop_at``.
+
+    Logs in as ``login`` on the devInteractions form (any password) and consents; with
+    ``cancel`` aborts at the login prompt instead. Returns the redirect URL to Frontdoor.
+    """
+    async with httpx.AsyncClient(follow_redirects=False, timeout=10) as browser:
+        r = await browser.get(location)
+        for _ in range(12):
+            loc = urljoin(str(r.url), r.headers["location"])
+            if loc.startswith(stop_at):
+                return loc
+            if "/interaction/" in loc and not loc.endswith(("/login", "/confirm", "/abort")):
+                page = (await browser.get(loc)).text
+                action = urljoin(loc, re.search(r'action="([^"]+)"', page).group(1))  # type: ignore[union-attr]
+                prompt = re.search(r'name="prompt" value="(\w+)"', page).group(1)  # type: ignore[union-attr]
+                if cancel:
+                    r = await browser.get(loc.rstrip("/") + "/abort")
+                elif prompt == "login":
+                    r = await browser.post(action, data={"prompt": "login", "login": login, "password": "x"})
+                else:
+                    r = await browser.post(action, data={"prompt": prompt})
+            else:
+                r = await browser.get(loc)
+        raise AssertionError(f"the IdP never redirected to {stop_at}")
