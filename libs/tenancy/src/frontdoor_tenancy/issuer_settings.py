@@ -107,8 +107,6 @@ class LoginConnection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
             default) or ``email`` (taken only when ``email_verified`` is true).
         userinfo: ``oidc``: also read the claims at the IdP's userinfo endpoint (for IdPs
             that put ``email`` there only).
-        backchannel_logout: ``oidc``: accept OIDC Back-Channel Logout tokens at
-            ``{issuer}/oidc/backchannel-logout``; each revokes the account's sign-ins.
     """
 
     type: Literal["handoff", "oidc"] = "handoff"
@@ -121,7 +119,6 @@ class LoginConnection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post"] = "client_secret_basic"
     account_claim: Literal["sub", "email"] = "sub"
     userinfo: bool = False
-    backchannel_logout: bool = False
 
 
 ProfileVersion = Literal["0.2", "1.0"]
