@@ -88,9 +88,10 @@ def test_http_only_to_loopback_and_only_when_allowed() -> None:
 
 
 def test_event_catalogue() -> None:
-    assert len(EVENT_TYPES) == 17 and len(set(EVENT_TYPES)) == 17
+    assert len(EVENT_TYPES) == 18 and len(set(EVENT_TYPES)) == 18
     assert "billing.payment_failed" in EVENT_TYPES  # a failed payment for the plan (docs/billing.md)
     assert "conversation.message.created" in EVENT_TYPES  # hosted conversations (PAP §7)
+    assert "conversation.handoff_requested" in EVENT_TYPES  # an agent asked for a person (PAP §7.9)
     assert PERFORM not in EVENT_TYPES
     assert validate_event_types(["session.signed_in", "operation.proposed", "session.signed_in"]) == [
         "operation.proposed", "session.signed_in"]

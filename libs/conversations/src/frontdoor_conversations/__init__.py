@@ -5,15 +5,19 @@
 - :mod:`.store`: conversations, the ordered event log with opaque cursors and retention,
   message IDs once each, and the ``conversation.message.created`` webhook message written in
   the same transaction.
+- :mod:`.inbox`: the dashboard's human handoff inbox (take over, reply, hand back, close,
+  assignment, display names, transcripts), each use case audited.
+- :mod:`.retention`: forgetting events past each tenant's ``retention_days`` (a beat job).
 - :mod:`.wakeups`: waking long polls and streams across processes through Redis, and the
   company's display-only text deltas.
 """
 
 from .rules import MAX_MESSAGE_BYTES, MAX_WAIT_SECONDS, PAGE_SIZE, Caller, IncomingMessage, parse_message, parse_wait
-from .store import MESSAGE_CREATED, Conversation, ConversationRefused, Page, Posted
+from .store import HANDOFF_REQUESTED, MESSAGE_CREATED, Conversation, ConversationRefused, Page, Posted
 from .wakeups import ConversationWaiters, publish_changed, publish_delta, recent_deltas
 
 __all__ = [
+    "HANDOFF_REQUESTED",
     "MAX_MESSAGE_BYTES",
     "MAX_WAIT_SECONDS",
     "MESSAGE_CREATED",

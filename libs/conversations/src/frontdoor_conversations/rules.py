@@ -15,6 +15,7 @@ from frontdoor_protocol import ErrorCode, ProtocolError
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
+    "MAX_RESPONDER_NAME",
     "MAX_WAIT_SECONDS",
     "PAGE_SIZE",
     "Caller",
@@ -279,14 +280,27 @@ def on_handoff(conversation: ConversationView) -> Transition | None:
                       events=(_state("queued", conversation.responder),))
 
 
-def on_responder(conversation: ConversationView, responder: Responder) -> Transition | None:
+MAX_RESPONDER_NAME = 60
+"""The longest display name of a person at the company shown to agents (``responder_name``)."""
+
+
+def on_responder(conversation: ConversationView, responder: Responder, *,
+                 name: str | None = None) -> Transition | None:
     """A person takes over (``responder: human``) or hands back to the agent; None if unchanged.
 
-    The status becomes ``idle``: whoever answers now has the turn.
+    The status becomes ``idle``: whoever answers now has the turn. A person taking over may
+    be named in the ``state`` event (``responder_name``, an addition §7 allows: agents keep
+    unknown members), so the agent can tell the user who answers; the name is a display
+    name the person chose, never their sign-in email. A second person taking over a
+    conversation already with a person is a change too (the name changes).
     """
-    if conversation.responder == responder and conversation.status != "queued":
+    named = name if responder == "human" and name else None
+    if conversation.responder == responder and conversation.status != "queued" and named is None:
         return None
-    return Transition(status="idle", responder=responder, events=(_state("idle", responder),))
+    event = _state("idle", responder)
+    if named is not None:
+        event["responder_name"] = named[:MAX_RESPONDER_NAME]
+    return Transition(status="idle", responder=responder, events=(event,))
 
 
 def on_close(conversation: ConversationView) -> Transition | None:

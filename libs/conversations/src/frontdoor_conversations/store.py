@@ -21,6 +21,7 @@ from frontdoor_webhooks.messages import enqueue_event
 
 from .rules import (
     IDENTIFIER,
+    MAX_RESPONDER_NAME,
     PAGE_SIZE,
     Caller,
     ConversationView,
@@ -41,6 +42,7 @@ from .rules import (
 )
 
 __all__ = [
+    "HANDOFF_REQUESTED",
     "MESSAGE_CREATED",
     "Conversation",
     "ConversationRefused",
@@ -61,6 +63,7 @@ __all__ = [
 ]
 
 MESSAGE_CREATED = "conversation.message.created"
+HANDOFF_REQUESTED = "conversation.handoff_requested"
 
 
 class ConversationRefused(Exception):
@@ -315,14 +318,26 @@ async def post_message(conn: asyncpg.Connection, tenant_id: str, caller: Caller,
 
 async def handoff(conn: asyncpg.Connection, tenant_id: str, caller: Caller, conversation_id: str, *,
                   now: datetime) -> Conversation:
-    """The agent asks for a person (§7.9): ``queued``; ``202`` also when already asked for."""
+    """The agent asks for a person (§7.9): ``queued``; ``202`` also when already asked for.
+
+    A new request for a person writes the ``conversation.handoff_requested`` webhook message
+    in the same transaction (the company's people hear of it; a repeated request does not).
+    """
     async with conn.transaction():
         conversation = await find(conn, tenant_id, conversation_id, lock=True)
         _refuse(check_owner(conversation.view() if conversation else None, caller))
         assert conversation is not None
         _refuse(check_open(conversation.view()), conversation)
         change = on_handoff(conversation.view())
-        return conversation if change is None else await _apply(conn, conversation, change, now)
+        if change is None:
+            return conversation
+        queued = await _apply(conn, conversation, change, now)
+        await enqueue_event(conn, tenant_id, HANDOFF_REQUESTED, payload_for(HANDOFF_REQUESTED, {
+            "conversation_id": queued.id, "parent_conversation_id": queued.parent_id,
+            "session_id": caller.session_id, "client_id": caller.client_id, "user_id": caller.user_id,
+            "account": caller.account, "requested_at": _iso(now), "responder": queued.responder,
+            "status": queued.status, "sequence": queued.last_seq}), now)
+        return queued
 
 
 async def close(conn: asyncpg.Connection, tenant_id: str, conversation_id: str, *, now: datetime,
@@ -371,12 +386,14 @@ def _company_open(conversation: Conversation | None) -> Conversation:
 
 async def company_message(conn: asyncpg.Connection, tenant_id: str, conversation_id: str, *,
                           message_id: str | None, text: str | None, data: dict[str, Any] | None,
-                          sender: Responder, done: bool, now: datetime) -> tuple[Conversation, dict[str, Any]]:
+                          sender: Responder, done: bool, now: datetime,
+                          sender_name: str | None = None) -> tuple[Conversation, dict[str, Any]]:
     """The company's reply (``role: company``, ``sender`` agent or human, PAP-7.7-02).
 
     ``message_id`` makes it idempotent (unique per conversation): the same reply again is a
-    no-op; another under the same ID is ``message_id_conflict``. Returns the conversation and
-    the message as recorded.
+    no-op; another under the same ID is ``message_id_conflict``. ``sender_name`` (a person's
+    display name, an additional member) tells the agent who wrote it. Returns the
+    conversation and the message as recorded.
     """
     chosen = message_id or new_id("msg")
     message: dict[str, Any] = {"id": chosen}
@@ -384,6 +401,8 @@ async def company_message(conn: asyncpg.Connection, tenant_id: str, conversation
         message["text"] = text
     if data is not None:
         message["data"] = data
+    if sender_name:
+        message["sender_name"] = sender_name[:MAX_RESPONDER_NAME]
     digest = message_digest(IncomingMessage(id=chosen, sender=sender, text=text, data=data))
     async with conn.transaction():
         conversation = _company_open(await find(conn, tenant_id, conversation_id, lock=True))
@@ -410,11 +429,14 @@ async def company_event(conn: asyncpg.Connection, tenant_id: str, conversation_i
 
 
 async def set_responder(conn: asyncpg.Connection, tenant_id: str, conversation_id: str, responder: Responder, *,
-                        now: datetime) -> Conversation:
-    """A person takes the conversation over, or hands it back to the agent (a ``state`` event)."""
+                        now: datetime, responder_name: str | None = None) -> Conversation:
+    """A person takes the conversation over, or hands it back to the agent (a ``state`` event).
+
+    ``responder_name``: the person's display name, shown to the agent in the event.
+    """
     async with conn.transaction():
         conversation = _company_open(await find(conn, tenant_id, conversation_id, lock=True))
-        change = on_responder(conversation.view(), responder)
+        change = on_responder(conversation.view(), responder, name=responder_name)
         return conversation if change is None else await _apply(conn, conversation, change, now)
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "AccountRevoked",
     "AgentBlocked",
     "BillingPaymentFailed",
+    "ConversationHandoffRequested",
     "ConversationMessage",
     "ConversationMessageCreated",
     "DeliveryExhausted",
@@ -225,6 +226,23 @@ class ConversationMessageCreated(_Payload, frozen=True, kw_only=True):
     status: Literal["working", "idle", "queued", "closed"]
 
 
+class ConversationHandoffRequested(_Payload, frozen=True, kw_only=True):
+    """A personal agent asked for a person (PAP §7.9): the conversation is ``queued`` in the
+    dashboard's inbox until someone at the company takes it over (``responder: human``).
+    Sent once per request; asking again while queued sends nothing."""
+
+    conversation_id: str
+    parent_conversation_id: str | None
+    session_id: str
+    client_id: ClientId
+    user_id: UserId
+    account: Annotated[AccountId | None, Meta(description="The Session's account; null when signed out.")]
+    requested_at: Timestamp
+    responder: Literal["agent", "human"]
+    status: Literal["queued"]
+    sequence: Annotated[int, Meta(ge=1, description="The position of the request's state event.")]
+
+
 # --- billing (Frontdoor's own plan, docs/billing.md) ------------------------------------
 
 
@@ -260,6 +278,7 @@ PAYLOADS: Mapping[str, type[msgspec.Struct]] = {
     "delivery.exhausted": DeliveryExhausted,
     "endpoint.disabled": EndpointDisabled,
     "conversation.message.created": ConversationMessageCreated,
+    "conversation.handoff_requested": ConversationHandoffRequested,
     "billing.payment_failed": BillingPaymentFailed,
     TEST_EVENT: WebhookTest,
 }

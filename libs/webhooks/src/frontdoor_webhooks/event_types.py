@@ -31,6 +31,7 @@ EVENT_TYPES: tuple[str, ...] = (
     "delivery.exhausted",
     "endpoint.disabled",
     "conversation.message.created",
+    "conversation.handoff_requested",
     "billing.payment_failed",
 )
 """Every subscribable event type, in the order the dashboard lists them."""

@@ -31,7 +31,7 @@ _settings = load()
 app = Celery("frontdoor", broker=broker_url(_settings.redis_url or "redis://127.0.0.1:6379/0"),
              include=["frontdoor_dispatcher.tasks.domains", "frontdoor_dispatcher.tasks.keys",
                       "frontdoor_dispatcher.tasks.webhooks", "frontdoor_dispatcher.tasks.recoveries",
-                      "frontdoor_dispatcher.tasks.billing"])
+                      "frontdoor_dispatcher.tasks.billing", "frontdoor_dispatcher.tasks.conversations"])
 app.conf.update(
     task_serializer="json",
     accept_content=["json"],
@@ -49,6 +49,9 @@ app.conf.update(
                                 "options": {"expires": 5.0}},
         # closed days counted and sent to Stripe Billing Meters; twice at once or after a crash is safe
         "billing-meter": {"task": "frontdoor.billing.meter", "schedule": 900.0, "options": {"expires": 900.0}},
+        # conversation events past each tenant's retention_days, in chunks within a budget
+        "conversations-retention": {"task": "frontdoor.conversations.retention", "schedule": 600.0,
+                                    "options": {"expires": 600.0}},
         "operations-expire": {"task": "frontdoor.operations.expire_due", "schedule": 30.0,
                               "options": {"expires": 30.0}},
         "domains-sweep": {
