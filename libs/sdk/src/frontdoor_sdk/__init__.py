@@ -205,3 +205,8 @@ from frontdoor_sdk.join_callback import (  # noqa: E402
 )
 
 __all__ += ["JOIN_COOKIE", "JoinAnswer", "JoinCallback", "JoinStateUnavailable", "JoinView", "JoinedBrowser"]
+
+# Hosted conversations: your support agent behind Frontdoor's conversation endpoint (PAP §7).
+from frontdoor_sdk.conversations import ConversationMessage, FrontdoorConversations  # noqa: E402
+
+__all__ += ["ConversationMessage", "FrontdoorConversations"]
