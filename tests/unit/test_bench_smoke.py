@@ -42,7 +42,8 @@ def test_summarize_reports_milliseconds() -> None:
 
 def test_flags_parse() -> None:
     args = session_grant.parse_args([])
-    assert (args.requests, args.concurrency, args.workers) == (3000, 8, 1)
+    assert (args.requests, args.concurrency, args.workers) == (3000, 8, session_grant.default_workers())
+    assert session_grant.parse_args(["--workers", "3"]).workers == 3
     quick = session_grant.parse_args(["--quick", "--concurrency", "4"])
     assert quick.requests <= 600 and quick.concurrency == 4
     with pytest.raises(SystemExit):
@@ -101,12 +102,15 @@ def test_sdk_benchmark_runs_without_servers(monkeypatch: pytest.MonkeyPatch, cap
 
 def test_summary_lines_mark_targets() -> None:
     lat = _common.summarize([0.01, 0.02])
-    grant: dict[str, Any] = {"endpoint_rps": 300.0, "latency": lat, "errors": 0, "floor_ops": 500.0, "ratio": 0.6}
+    grant: dict[str, Any] = {"endpoint_rps": 300.0, "latency": lat, "errors": 0, "floor_ops": 500.0, "ratio": 0.6,
+                             "cpu_ratio": 0.6}
     sdk: dict[str, Any] = {"b": _common.summarize([0.0002]), "ratio_b_a": 2.0, "c_minus_b_p50_ms": 1.0,
                            "c_minus_b_p99_ms": 2.0, "state_via": "x"}
     lines, met = run_all.summary_lines(grant, sdk)
     assert met and "MISSED" not in "\n".join(lines)
     lines, met = run_all.summary_lines({**grant, "ratio": 0.2}, sdk)
+    assert not met and "MISSED" in "\n".join(lines)
+    lines, met = run_all.summary_lines({**grant, "cpu_ratio": 0.3}, sdk)  # the CPU ratio is a target too
     assert not met and "MISSED" in "\n".join(lines)
 
 

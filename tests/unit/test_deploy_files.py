@@ -550,9 +550,11 @@ def test_service_image_installs_exactly_what_its_pyproject_needs(name: str) -> N
 def test_http_service_command_port_and_probe(name: str) -> None:
     port = HTTP_SERVICES[name]
     final = dockerfile(SERVICE_DOCKERFILES[name]).final
-    assert json.loads(final.last("CMD") or "null") == [
-        "granian", "--interface", "asgi", "--host", "0.0.0.0", "--port", str(port), f"frontdoor_{name}.asgi:app",
-    ]
+    # The issuer's launcher execs granian with FRONTDOOR_ISSUER_WORKERS workers (frontdoor_issuer.serve).
+    expected = (["python", "-m", "frontdoor_issuer.serve", "--host", "0.0.0.0", "--port", str(port)]
+                if name == "issuer" else
+                ["granian", "--interface", "asgi", "--host", "0.0.0.0", "--port", str(port), f"frontdoor_{name}.asgi:app"])
+    assert json.loads(final.last("CMD") or "null") == expected
     assert final.last("EXPOSE") == str(port)
     assert f"http://127.0.0.1:{port}/healthz" in (final.last("HEALTHCHECK") or "")
     assert (ROOT / "services" / name / "src" / f"frontdoor_{name}" / "asgi.py").is_file()

@@ -64,6 +64,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     issuer_port: Annotated[int, _doc("`make run`: issuer port (and its base URL, unless `FRONTDOOR_ISSUER_BASE_URL` is set).")] = 8001
     ledger_port: Annotated[int, _doc("`make run`: ledger port (and its base URL, unless `FRONTDOOR_LEDGER_BASE_URL` is set).")] = 8002
     example_port: Annotated[int, _doc("`make run`: the example company (Northwind) port.")] = 8003
+    issuer_workers: Annotated[int, _doc("Worker processes of the issuer under granian (`make run`, the container image, so the Helm chart and compose too). 0: one per CPU the process may use (its CPU affinity, capped by a cgroup CPU quota such as a Kubernetes CPU limit). Everything a request relies on across workers lives in PostgreSQL or Redis (replay claims, rate limits, codes) or is stateless (DPoP nonces); each worker keeps its own short caches (tenants, signing keys, agent metadata).")] = 0
     db_pool_min: Annotated[int, _doc("Minimum PostgreSQL connections per process.")] = 1
     db_pool_max: Annotated[int, _doc("Maximum PostgreSQL connections per process.")] = 10
     log_level: Annotated[Literal["debug", "info", "warning", "error"], _doc("Log level (`debug`, `info`, `warning`, `error`).")] = "info"
@@ -210,6 +211,8 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
                     ipaddress.ip_network(part.strip(), strict=False)
         except ValueError:
             raise SettingsError(f"{ENV_NAMES['trusted_proxies']}: not a list of CIDRs") from None
+    if settings.issuer_workers < 0:
+        raise SettingsError(f"{ENV_NAMES['issuer_workers']}: not a number of workers (0: one per CPU)")
     if not 0 <= settings.metrics_port <= 65535:
         raise SettingsError(f"{ENV_NAMES['metrics_port']}: not a port (0 turns the listener off)")
     for name in ("issuer_base_url", "console_base_url", "ledger_base_url"):

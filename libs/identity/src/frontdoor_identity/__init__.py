@@ -12,6 +12,7 @@ No web framework and no task queue here: the issuer's token endpoint calls these
 from frontdoor_identity.agent_directory import AgentDirectory, Fetcher, ResolvedClient
 from frontdoor_identity.agent_keys import AgentKeys, DelegatedKeyBounds, DelegatedKeyDirectory
 from frontdoor_identity.agent_policy import (
+    ALLOWED_SQL,
     MAX_ALLOWLIST,
     AgentPolicy,
     PolicyMode,
@@ -51,6 +52,7 @@ __all__ = [
     "AgentKeys",
     "DelegatedKeyBounds",
     "DelegatedKeyDirectory",
+    "ALLOWED_SQL",
     "MAX_ALLOWLIST",
     "MAX_CLIENT_NAME_LENGTH",
     "MAX_KEYS",

@@ -20,6 +20,7 @@ from frontdoor_core.errors import Conflict
 from frontdoor_identity.agents import require_client_id_url
 
 __all__ = [
+    "ALLOWED_SQL",
     "MAX_ALLOWLIST",
     "AgentPolicy",
     "PolicyMode",
@@ -70,6 +71,20 @@ def is_allowed(policy: AgentPolicy, client_id: str) -> bool:
     if client_id in policy.blocklist:
         return False
     return policy.mode is PolicyMode.OPEN or client_id in policy.allowlist
+
+
+ALLOWED_SQL: Final = (
+    "(NOT EXISTS (SELECT 1 FROM agents WHERE tenant_id = $1 AND client_id = $2 AND blocked_at IS NOT NULL)"
+    " AND (COALESCE((SELECT mode FROM agent_policies WHERE tenant_id = $1), 'open') = 'open'"
+    " OR EXISTS (SELECT 1 FROM agent_allowlist WHERE tenant_id = $1 AND client_id = $2)))"
+)
+"""`is_allowed` as a SQL boolean expression of ``$1`` (the tenant) and ``$2`` (the client_id).
+
+For a statement that acts only when the agent is allowed: the token endpoint puts it in
+the ``INSERT`` of a new Session, so the policy is read by the write itself (one round
+trip, and a block applies to the next request). Same rule as `is_allowed`: the blocklist
+wins, then ``open`` mode or an allowlisted agent.
+"""
 
 
 _WHOLE: Final = """

@@ -8,11 +8,31 @@ any later one within the TTL is a replay. When Redis cannot answer we fail close
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import redis.asyncio as aioredis
 from frontdoor_core.errors import Unavailable
 
 __all__ = ["ReplayCache"]
+
+# KEYS[1..n]: the one-time values, KEYS[n+1]: a fixed-window counter. ARGV[1..n]: their TTLs,
+# ARGV[n+1]: the counter's expiry. Every value is claimed (each its own SET NX, as in
+# `claim_all`); only when all were fresh is the counter counted (as `rate_limit.hit`).
+_CLAIM_THEN_COUNT = """
+local n = #KEYS - 1
+local out = {}
+local fresh = true
+for i = 1, n do
+  if redis.call('SET', KEYS[i], '1', 'NX', 'EX', ARGV[i]) then out[i] = 1 else out[i] = 0; fresh = false end
+end
+if fresh then
+  local c = redis.call('INCR', KEYS[n + 1])
+  if c == 1 then redis.call('EXPIRE', KEYS[n + 1], ARGV[n + 1]) end
+  out[n + 1] = c
+  out[n + 2] = redis.call('TTL', KEYS[n + 1])
+end
+return out
+"""
 
 
 class ReplayCache:
@@ -20,6 +40,7 @@ class ReplayCache:
 
     def __init__(self, client: aioredis.Redis) -> None:
         self._redis = client
+        self._claim_then_count: Any = None
 
     @staticmethod
     def _key(namespace: str, scope: str, value: str) -> str:
@@ -41,6 +62,27 @@ class ReplayCache:
             raise Unavailable("replay_cache_unavailable", "Temporarily unavailable; retry shortly.",
                               retry_after=5) from None
         return [bool(r) for r in results]
+
+    async def claim_all_then_count(self, claims: list[tuple[str, str, str, int]], counter: tuple[str, int]
+                                   ) -> tuple[list[bool], tuple[int, int] | None]:
+        """`claim_all`, then count one hit on ``counter`` (key, expiry) if every value was fresh.
+
+        One round trip (a script sent by its SHA): the token endpoint's replay claims and its
+        per-agent Session count together. Returns which values were first and, when all
+        were, the counter's value and its TTL; a replay is never counted.
+        """
+        if self._claim_then_count is None:
+            self._claim_then_count = self._redis.register_script(_CLAIM_THEN_COUNT)
+        keys = [self._key(namespace, scope, value) for namespace, scope, value, _ in claims]
+        args = [max(ttl, 1) for *_, ttl in claims]
+        try:
+            out = await self._claim_then_count(keys=[*keys, counter[0]], args=[*args, max(counter[1], 1)])
+        except Exception:
+            raise Unavailable("replay_cache_unavailable", "Temporarily unavailable; retry shortly.",
+                              retry_after=5) from None
+        fresh = [bool(int(x)) for x in out[:len(claims)]]
+        count = (int(out[len(claims)]), int(out[len(claims) + 1])) if len(out) > len(claims) else None
+        return fresh, count
 
     async def claim(self, namespace: str, scope: str, value: str, *, ttl_s: int) -> bool:
         """True the first time ``value`` is seen in ``(namespace, scope)`` within ``ttl_s``."""

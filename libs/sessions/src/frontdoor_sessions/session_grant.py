@@ -7,11 +7,13 @@ Order matters for cost and for what an unauthenticated caller can learn:
 3. the target resource and the DPoP proof (`token_binding`);
 4. the Session assertion (PAP-4.2-07/08);
 5. one-time ``jti`` claims in Redis for the client assertion, the Session assertion and
-   the DPoP proof, in one pipelined round trip (fail closed when Redis is down);
-6. the per-agent Session rate limit (only now: the caller is authenticated);
+   the DPoP proof (fail closed when Redis is down), and
+6. the per-agent Session rate limit (only now: the caller is authenticated; a replay is
+   not counted), both in one script, one round trip;
 7. the tenant's agent policy, read on every request (a blocked agent is
-   ``unauthorized_client``), then the Session: new, or renewed when ``session_id`` names
-   a live Session of the same agent and user (else ``invalid_session``, PAP-4.2-04).
+   ``unauthorized_client``), then the Session: new (the policy is read by the ``INSERT``
+   itself), or renewed when ``session_id`` names a live Session of the same agent and
+   user (else ``invalid_session``, PAP-4.2-04).
    A renewed Session keeps its state: signed in with its scope, or signed out after a
    sign-out (PAP §4.9);
 8. a Session Token signed by the tenant's issuer key (`token_response`).
@@ -19,8 +21,9 @@ Order matters for cost and for what an unauthenticated caller can learn:
 A tenant that does not serve PAP 0.2 answers ``unsupported_grant_type`` before anything
 else (ADR 0004 §1: its metadata does not list the grant either).
 
-Cost: three Redis round trips and two SQL statements per new Session (the agent's
-"last seen" is written at most once a minute per process).
+Cost: two Redis round trips (the network limit; the claims with the agent's count) and
+one SQL statement per new Session (the agent's "last seen" is written at most once a
+minute per process); signatures: three verifies and one signing.
 """
 
 from __future__ import annotations
@@ -39,6 +42,10 @@ from .token_request import JWT_BEARER, TokenRequest
 from .token_response import session_token_response
 
 __all__ = ["SessionGrant"]
+
+
+def _refused_agent() -> ProtocolError:
+    return ProtocolError("unauthorized_client", "This agent may not start Sessions here.")
 
 
 class SessionGrant:
@@ -79,24 +86,27 @@ class SessionGrant:
                                  ProtocolError("invalid_grant", "The assertion was already used."))]
         if binding.one_time is not None:
             one_time.append(binding.one_time)
-        await d.claim_once(one_time)
-        await d.limit_agent(tenant, client_id)
+        await d.claim_once_then_limit_agent(one_time, tenant, client_id)  # one round trip
 
         # One connection, no explicit transaction: each write below is a single statement.
         async with d.pool.acquire() as conn:
             # The policy is read on every request, never cached: a block applies at once.
-            policy = await get_agent_policy(conn, tenant.tenant_id, client_id=client_id)
-            if not is_allowed(policy, client_id):
-                raise ProtocolError("unauthorized_client", "This agent may not start Sessions here.")
             if req.session_id is not None:
+                policy = await get_agent_policy(conn, tenant.tenant_id, client_id=client_id)
+                if not is_allowed(policy, client_id):
+                    raise _refused_agent()
                 session = await session_store.find_session(conn, tenant.tenant_id, req.session_id)
                 if (session is None or not session.live or session.client_id != client_id
                         or session.user_id != assertion.user_id):
                     raise ProtocolError("invalid_session", "The session_id does not name a live Session of this user.")
                 await session_store.touch_session(conn, tenant.tenant_id, session.id, now=now_dt)
             else:
-                session = await session_store.create_session(conn, tenant.tenant_id, client_id, assertion.user_id,
-                                                             now=now_dt)
+                # The policy is read by the INSERT itself: one statement for a new Session.
+                created = await session_store.create_session_if_allowed(conn, tenant.tenant_id, client_id,
+                                                                        assertion.user_id, now=now_dt)
+                if created is None:
+                    raise _refused_agent()
+                session = created
             if d.seen.due((tenant.tenant_id, client_id)):
                 await record_seen(conn, tenant.tenant_id, client_id, name=auth.client.metadata.client_name,
                                   logo=auth.client.metadata.logo_uri, now=now_dt)

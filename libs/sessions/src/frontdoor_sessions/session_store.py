@@ -7,11 +7,13 @@ from datetime import datetime
 import asyncpg
 import msgspec
 from frontdoor_core.ids import new_id
+from frontdoor_identity.agent_policy import ALLOWED_SQL
 
 __all__ = [
     "SessionRecord",
     "SignedOutSession",
     "create_session",
+    "create_session_if_allowed",
     "end_sessions_of_agent",
     "find_session",
     "sign_in_session",
@@ -63,6 +65,22 @@ async def create_session(conn: asyncpg.Connection, tenant_id: str, client_id: st
         tenant_id, new_id("ses"), client_id, user_id, now,
     )
     return _rec(row)
+
+
+async def create_session_if_allowed(conn: asyncpg.Connection, tenant_id: str, client_id: str, user_id: str, *,
+                                    now: datetime) -> SessionRecord | None:
+    """A new signed-out Session (PAP-4.2-01), or None when the tenant's agent policy refuses the agent.
+
+    One statement: the policy (`frontdoor_identity.ALLOWED_SQL`: blocklist, open or
+    allowlist mode) is read by the ``INSERT`` itself, so a block applies to the next
+    request and nothing is written for a refused agent.
+    """
+    row = await conn.fetchrow(
+        "INSERT INTO pap_sessions (tenant_id, id, client_id, user_id, created_at, last_used_at)"
+        " SELECT $1, $3, $2, $4, $5, $5 WHERE " + ALLOWED_SQL + " RETURNING " + _COLS,
+        tenant_id, client_id, new_id("ses"), user_id, now,
+    )
+    return None if row is None else _rec(row)
 
 
 async def find_session(conn: asyncpg.Connection, tenant_id: str, session_id: str) -> SessionRecord | None:

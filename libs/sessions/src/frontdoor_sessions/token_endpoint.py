@@ -17,7 +17,7 @@ import asyncpg
 import msgspec
 import redis.asyncio as aioredis
 from frontdoor_core.errors import Unavailable
-from frontdoor_core.rate_limit import hit
+from frontdoor_core.rate_limit import hit, window_key
 from frontdoor_identity import AgentDirectory
 from frontdoor_protocol.errors import ProtocolError
 from frontdoor_tenancy.issuer_settings import IssuerSettings
@@ -112,11 +112,7 @@ class GrantDeps:
             raise Unavailable("rate_limiter_unavailable", "Temporarily unavailable; retry shortly.",
                               retry_after=5) from None
         if not allowed:
-            raise GrantRefused(ProtocolError("rate_limited", "Too many requests; retry later."), {
-                "Retry-After": str(reset),
-                "RateLimit-Policy": f'"{policy}";q={limit};w=60',
-                "RateLimit": f'"{policy}";r=0;t={reset}',
-            })
+            raise _rate_limited(policy, limit, reset)
 
     async def limit_network(self, tenant: TenantIssuer, client_address: str) -> None:
         """The per-network limit on unverified requests, checked first by every grant."""
@@ -125,9 +121,7 @@ class GrantDeps:
 
     async def limit_agent(self, tenant: TenantIssuer, client_id: str) -> None:
         """Sessions per agent, counted once the caller is authenticated."""
-        s = tenant.settings
-        per_agent = s.agent_rate_overrides.get(client_id, s.sessions_per_agent_per_minute)
-        await self.limit(f"tok:agent:{tenant.tenant_id}:{client_id}", per_agent, "sessions-per-agent")
+        await self.limit(_agent_key(tenant, client_id), _per_agent(tenant, client_id), "sessions-per-agent")
 
     async def authenticate(self, tenant: TenantIssuer, req: TokenRequest) -> AuthenticatedRequest:
         """What every grant does first: the clock, the per-network limit, client authentication."""
@@ -141,9 +135,45 @@ class GrantDeps:
                                          assertion=req.client_assertion, now=now)
         return AuthenticatedRequest(now_dt=now_dt, now=now, auth=auth)
 
+    async def claim_once_then_limit_agent(self, values: list[OneTimeValue], tenant: TenantIssuer,
+                                          client_id: str) -> None:
+        """`claim_once`, then `limit_agent`, in one Redis round trip (fail closed).
+
+        Same refusals in the same order: the first replay, else ``rate_limited`` past the
+        agent's Sessions per minute; a replay is not counted against the agent.
+        """
+        key, expire_s = window_key(_agent_key(tenant, client_id), 60)
+        fresh, counted = await self.replay.claim_all_then_count(
+            [(v.namespace, v.scope, v.value, v.ttl_s) for v in values], (key, expire_s))
+        for value, first in zip(values, fresh, strict=True):
+            if not first:
+                raise value.refusal
+        assert counted is not None  # every value was fresh, so the script counted
+        count, ttl = counted
+        limit = _per_agent(tenant, client_id)
+        if count > limit:
+            raise _rate_limited("sessions-per-agent", limit, max(ttl, 1))
+
     async def claim_once(self, values: list[OneTimeValue]) -> None:
         """Claim every value in one round trip (fail closed); refuse the first replay, in order."""
         fresh = await self.replay.claim_all([(v.namespace, v.scope, v.value, v.ttl_s) for v in values])
         for value, first in zip(values, fresh, strict=True):
             if not first:
                 raise value.refusal
+
+
+def _agent_key(tenant: TenantIssuer, client_id: str) -> str:
+    return f"tok:agent:{tenant.tenant_id}:{client_id}"
+
+
+def _per_agent(tenant: TenantIssuer, client_id: str) -> int:
+    s = tenant.settings
+    return s.agent_rate_overrides.get(client_id, s.sessions_per_agent_per_minute)
+
+
+def _rate_limited(policy: str, limit: int, reset: int) -> GrantRefused:
+    return GrantRefused(ProtocolError("rate_limited", "Too many requests; retry later."), {
+        "Retry-After": str(reset),
+        "RateLimit-Policy": f'"{policy}";q={limit};w=60',
+        "RateLimit": f'"{policy}";r=0;t={reset}',
+    })

@@ -173,8 +173,12 @@ def main() -> int:
         services = [("console", settings.console_port), ("issuer", settings.issuer_port),
                     ("ledger", settings.ledger_port)]
         for name, port in services:
-            stack.spawn(name, [granian, "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port),
-                               "--workers", "1", "--no-ws", f"frontdoor_{name}.asgi:app"], env, logs / f"{name}.log")
+            if name == "issuer":  # granian with FRONTDOOR_ISSUER_WORKERS workers (default: one per CPU)
+                command = [py, "-m", "frontdoor_issuer.serve", "--host", "127.0.0.1", "--port", str(port)]
+            else:
+                command = [granian, "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port),
+                           "--workers", "1", "--no-ws", f"frontdoor_{name}.asgi:app"]
+            stack.spawn(name, command, env, logs / f"{name}.log")
         stack.spawn("worker", [celery, "-A", "frontdoor_dispatcher.celery_app", "worker", "--concurrency", "2",
                                "--loglevel", "INFO", "-n", f"worker-{secrets.token_hex(3)}@%h"], env,
                     logs / "worker.log")
