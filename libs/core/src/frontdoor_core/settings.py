@@ -60,6 +60,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     trusted_proxies: Annotated[str, _doc("Comma-separated CIDRs of the reverse proxies in front of the services; their X-Forwarded-For then names the client for rate limits. Empty: the TCP peer is the client.")] = ""
     outbound_allowlist: Annotated[str, _doc("Comma-separated CIDRs or host names the SSRF-safe client may reach although they are not public, for Frontdoor's own fetches (agent metadata and JWKS, publish checks; tests, private deployments). Never applies to tenant webhooks: see `FRONTDOOR_WEBHOOK_ALLOWLIST`.")] = ""
     webhook_allowlist: Annotated[str, _doc("Comma-separated CIDRs or host names tenant webhook endpoints may be registered at and delivered to although they are not public (tests, private deployments). Empty: webhooks reach public addresses only (plus loopback `http://` in dev).")] = ""
+    scanner_allowlist: Annotated[str, _doc("Comma-separated CIDRs or host names the public domain scanner (`/scan`) may reach although they are not public. Empty (the default, and the only safe value in production): the scanner reaches public addresses only, never loopback or private ones, whatever `FRONTDOOR_OUTBOUND_ALLOWLIST` says. For tests.")] = ""
+    scanner_rate_limit: Annotated[int, _doc("Fresh scans the public domain scanner runs per client network (an IPv4 address, or an IPv6 /64) per hour; cached results do not count.")] = 20
+    scanner_target_rate_limit: Annotated[int, _doc("Requests the public domain scanner sends to one host per minute, all scans and clients together, so it cannot be used to flood a third party.")] = 30
+    scanner_cache_ttl: Annotated[timedelta, _doc("How long a scan result is kept (in Redis) and served to anyone opening the same `/scan/{domain}` before the domain is fetched again.")] = timedelta(minutes=5)
     console_port: Annotated[int, _doc("`make run`: console port on 127.0.0.1 (and its base URL, unless `FRONTDOOR_CONSOLE_BASE_URL` is set).")] = 8000
     issuer_port: Annotated[int, _doc("`make run`: issuer port (and its base URL, unless `FRONTDOOR_ISSUER_BASE_URL` is set).")] = 8001
     ledger_port: Annotated[int, _doc("`make run`: ledger port (and its base URL, unless `FRONTDOOR_LEDGER_BASE_URL` is set).")] = 8002
@@ -124,6 +128,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     def allowlist(self) -> tuple[str, ...]:
         """``FRONTDOOR_OUTBOUND_ALLOWLIST`` as a tuple: Frontdoor's own fetches, never webhooks."""
         return tuple(x.strip() for x in self.outbound_allowlist.split(",") if x.strip())
+
+    def scanner_allowlist_entries(self) -> tuple[str, ...]:
+        """``FRONTDOOR_SCANNER_ALLOWLIST`` as a tuple: the public domain scanner only."""
+        return tuple(x.strip() for x in self.scanner_allowlist.split(",") if x.strip())
 
     def webhook_allowlist_entries(self) -> tuple[str, ...]:
         """``FRONTDOOR_WEBHOOK_ALLOWLIST`` as a tuple: webhook registration and delivery only."""
@@ -197,7 +205,8 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
     settings.nameservers()  # raises SettingsError naming the variable
     settings.retry_schedule()
     for name, entries in (("outbound_allowlist", settings.allowlist()),
-                          ("webhook_allowlist", settings.webhook_allowlist_entries())):
+                          ("webhook_allowlist", settings.webhook_allowlist_entries()),
+                          ("scanner_allowlist", settings.scanner_allowlist_entries())):
         try:
             AddressRules(OutboundPolicy(allowlist=entries))
         except ValueError as exc:

@@ -36,7 +36,17 @@ from frontdoor_protocol.strict_json import MalformedJSON, loads
 
 from . import domain_claims, issuer_profile, issuer_settings, tenants
 
-__all__ = ["CheckFinding", "PublishReport", "run_publish_check"]
+__all__ = [
+    "CheckFinding",
+    "PublishReport",
+    "as_check_findings",
+    "check_issuer_metadata",
+    "check_paired_discovery",
+    "check_served_document",
+    "fetch_document",
+    "finding_from_fetch",
+    "run_publish_check",
+]
 
 _FETCH_HINTS: dict[str, tuple[str, str]] = {
     "not_https": ("The document must be served over HTTPS.", "Serve /.well-known/poppy.json over HTTPS."),
@@ -53,6 +63,8 @@ _FETCH_HINTS: dict[str, tuple[str, str]] = {
     "connect_error": ("Could not connect.", "Check that the web server is reachable on port 443."),
     "bad_url": ("The URL is not acceptable.", "Use the plain domain, no port or path."),
     "http_error": ("The HTTP exchange failed.", "Check the server's HTTP configuration."),
+    "target_busy": ("Not fetched: this host had all the requests it gets from the scanner for now.",
+                    "Scan again in a minute."),
 }
 
 
@@ -79,7 +91,8 @@ class PublishReport(msgspec.Struct, frozen=True, kw_only=True):
     findings: list[CheckFinding]
 
 
-def _from_fetch(exc: FetchError, source: str) -> CheckFinding:
+def finding_from_fetch(exc: FetchError, source: str) -> CheckFinding:
+    """The finding for a fetch that failed (``not_found`` for a 404), with its fix."""
     code = str(exc.code)
     message, hint = _FETCH_HINTS.get(code, ("The fetch failed.", "Check the server."))
     if code == "bad_status" and exc.status is not None:
@@ -90,7 +103,8 @@ def _from_fetch(exc: FetchError, source: str) -> CheckFinding:
                         source=source)
 
 
-def _convert(findings: list[Any], source: str) -> list[CheckFinding]:
+def as_check_findings(findings: list[Any], source: str) -> list[CheckFinding]:
+    """`frontdoor_protocol` findings as check findings of ``source``."""
     return [CheckFinding(code=str(f.code), severity=str(f.severity), message=f.message, hint=f.hint,
                          requirement=f.requirement, pointer=f.pointer, source=source) for f in findings]
 
@@ -106,11 +120,12 @@ def _diff(expected: Any, actual: Any, pointer: str = "/auth") -> list[str]:
     return [] if expected == actual else [pointer]
 
 
-async def _fetch_json(fetcher: Any, url: str, source: str) -> tuple[Any, FetchResult | None, list[CheckFinding]]:
+async def fetch_document(fetcher: Any, url: str, source: str) -> tuple[Any, FetchResult | None, list[CheckFinding]]:
+    """Fetch ``url`` as an agent would and parse it strictly: (document or None, the fetch, findings)."""
     try:
         result: FetchResult = await fetcher.fetch(url)
     except FetchError as exc:
-        return None, None, [_from_fetch(exc, source)]
+        return None, None, [finding_from_fetch(exc, source)]
     try:
         return loads(result.body), result, []
     except MalformedJSON as exc:
@@ -137,24 +152,12 @@ async def run_publish_check(conn: asyncpg.Connection, tenant_id: str, raw_domain
             code="domain_not_verified", severity="error", message=f"The domain is {claim.status}, not verified.",
             hint="Publish the TXT record and verify the domain; only verified domains are listed in poppy_domains.",
             source="frontdoor"))
-    doc, fetched, problems = await _fetch_json(fetcher, url, "poppy.json")
+    doc, fetched, problems = await fetch_document(fetcher, url, "poppy.json")
     findings += problems
     final_url = fetched.final_url if fetched else None
     if doc is not None and fetched is not None:
-        served_host = (urlsplit(fetched.final_url).hostname or "").lower()
-        if served_host != domain:
-            findings.append(CheckFinding(
-                code="served_by_other_host", severity="error",
-                message="The document was finally served by another host than the domain.",
-                hint="Serve the file on the domain itself; a redirect to another host cannot speak for it.",
-                requirement="PAP-3.1-02"))
-        findings += _convert(check_discovery_document(doc, served_host), "poppy.json")
+        findings += check_served_document(doc, fetched, domain)
         auth = doc.get("auth") if isinstance(doc, dict) else None
-        if auth is None and isinstance(doc, dict) and not any(f.code == "auth_missing" for f in findings):
-            findings.append(CheckFinding(
-                code="auth_missing", severity="error", pointer="/auth",
-                message="The document has no auth member, so agents will not use your Frontdoor issuer.",
-                hint="Publish the generated document, auth included.", requirement="PAP-3.2-06"))
         if isinstance(auth, dict):
             if auth.get("issuer") != urls.issuer:
                 findings.append(CheckFinding(
@@ -170,37 +173,58 @@ async def run_publish_check(conn: asyncpg.Connection, tenant_id: str, raw_domain
                     requirement="PAP-3.2-06"))
             issuer = auth.get("issuer")
             if isinstance(issuer, str):
-                meta, problems = await _check_issuer(fetcher, issuer, domain, dev=dev)
+                meta, _, problems = await check_issuer_metadata(fetcher, issuer, domain, dev=dev)
                 findings += problems
                 if meta is not None and stored.settings.protocol.serves("1.0"):
-                    findings += await _check_paired(fetcher, domain, doc, meta)
+                    findings += await check_paired_discovery(fetcher, domain, doc, meta)
     ok = not any(f.severity == "error" for f in findings)
     return PublishReport(domain=domain, url=url, final_url=final_url, checked_at=now, ok=ok, findings=findings)
 
 
-async def _check_issuer(fetcher: Any, issuer: str, domain: str, *, dev: bool) -> tuple[Any, list[CheckFinding]]:
-    """The issuer metadata (None when it could not be read) and its findings."""
+def check_served_document(doc: Any, fetched: FetchResult, domain: str) -> list[CheckFinding]:
+    """The agent-side checks of a fetched ``poppy.json`` of ``domain`` (PAP §3), the serving host's included."""
+    findings: list[CheckFinding] = []
+    served_host = (urlsplit(fetched.final_url).hostname or "").lower()
+    if served_host != domain:
+        findings.append(CheckFinding(
+            code="served_by_other_host", severity="error",
+            message="The document was finally served by another host than the domain.",
+            hint="Serve the file on the domain itself; a redirect to another host cannot speak for it.",
+            requirement="PAP-3.1-02"))
+    findings += as_check_findings(check_discovery_document(doc, served_host), "poppy.json")
+    auth = doc.get("auth") if isinstance(doc, dict) else None
+    if auth is None and isinstance(doc, dict) and not any(f.code == "auth_missing" for f in findings):
+        findings.append(CheckFinding(
+            code="auth_missing", severity="error", pointer="/auth",
+            message="The document has no auth member, so agents will not use your Frontdoor issuer.",
+            hint="Publish the generated document, auth included.", requirement="PAP-3.2-06"))
+    return findings
+
+
+async def check_issuer_metadata(fetcher: Any, issuer: str, domain: str, *,
+                                dev: bool) -> tuple[Any, FetchResult | None, list[CheckFinding]]:
+    """The issuer metadata (None when it could not be read), its fetch and its findings."""
     try:
         where = metadata_url(issuer, allow_http_loopback=dev)
     except ValueError:
-        return None, [CheckFinding(code="invalid_issuer", severity="error", pointer="/auth/issuer",
-                                   message="auth.issuer is not a valid issuer URL.",
-                                   hint="Use your Frontdoor issuer URL.", requirement="PAP-3.2-07")]
-    meta, _, problems = await _fetch_json(fetcher, where, "issuer metadata")
+        return None, None, [CheckFinding(code="invalid_issuer", severity="error", pointer="/auth/issuer",
+                                         message="auth.issuer is not a valid issuer URL.",
+                                         hint="Use your Frontdoor issuer URL.", requirement="PAP-3.2-07")]
+    meta, fetched, problems = await fetch_document(fetcher, where, "issuer metadata")
     if problems:
-        return None, problems
-    return meta, _convert(check_metadata(meta, issuer, domain), "issuer metadata")
+        return None, fetched, problems
+    return meta, fetched, as_check_findings(check_metadata(meta, issuer, domain), "issuer metadata")
 
 
 _PROTECTED_RESOURCE = "protected-resource"
 
 
-async def _check_paired(fetcher: Any, domain: str, poppy: Any, metadata: Any) -> list[CheckFinding]:
+async def check_paired_discovery(fetcher: Any, domain: str, poppy: Any, metadata: Any) -> list[CheckFinding]:
     """PAP 1.0 paired discovery [S §2]: the protected-resource document against the other two."""
     url = f"https://{domain}/.well-known/oauth-protected-resource"
-    resource, _, problems = await _fetch_json(fetcher, url, _PROTECTED_RESOURCE)
+    resource, _, problems = await fetch_document(fetcher, url, _PROTECTED_RESOURCE)
     if problems:
         return problems
     found = check_discovery_documents(domain=domain, poppy=poppy, protected_resource=resource,
                                       authorization_server=metadata)
-    return _convert(list(found), _PROTECTED_RESOURCE)
+    return as_check_findings(list(found), _PROTECTED_RESOURCE)

@@ -60,6 +60,14 @@ def _default_fetcher(settings: Settings) -> Any:
     return SafeFetcher(OutboundPolicy(allow_http_loopback=settings.is_dev, allowlist=settings.allowlist()))
 
 
+def _default_scanner_fetcher(settings: Settings) -> Any:
+    from frontdoor_core.outbound import SafeFetcher
+    from frontdoor_tenancy.scanner import scanner_policy
+
+    # Its own policy: never the outbound allowlist, never the dev loopback exception.
+    return SafeFetcher(scanner_policy(settings.scanner_allowlist_entries()))
+
+
 @get("/api/v1/openapi.json", include_in_schema=False, cache=False)
 async def openapi_json(request: Request[Any, Any, Any]) -> dict[str, Any]:
     """The management API's OpenAPI document (generated from the routes)."""
@@ -73,6 +81,7 @@ def create_app(
     clock: Clock | None = None,
     txt_lookup: Any = None,
     fetcher: Any = None,
+    scanner_fetcher: Any = None,
     extra_routes: list[Any] | None = None,
 ) -> Litestar:
     """Build the console app. Tests pass their own clock, resolver and fetcher."""
@@ -85,6 +94,7 @@ def create_app(
             kek=Kek.from_env_value(settings.kek),
             txt_lookup=txt_lookup or _default_lookup(settings),
             fetcher=fetcher or _default_fetcher(settings),
+            scanner_fetcher=scanner_fetcher or _default_scanner_fetcher(settings),
         )
         app.state.ctx = ctx
         app.state.pool = rt.pool
@@ -97,7 +107,7 @@ def create_app(
     configure_logging(level=settings.log_level, fmt=settings.log_format)
     configure_tracing("frontdoor-console", otlp_endpoint=settings.otel_exporter_otlp_endpoint)
 
-    from .http import accounts, admin_web, agents, billing_pages, dashboard, domains, operations_api
+    from .http import accounts, admin_web, agents, billing_pages, dashboard, domains, operations_api, scanner_pages
 
     routes: list[Any] = [
         *health_routes("console"),
@@ -119,6 +129,7 @@ def create_app(
         billing_pages.router,
         *billing_pages.api_routes,
         *billing_pages.public_routes,
+        *scanner_pages.routes,
         openapi_json,
         create_static_files_router(path="/static", directories=[_HERE / "static"], include_in_schema=False),
         *(extra_routes or []),

@@ -20,12 +20,15 @@ class ConsoleContext:
         kek: decrypts and encrypts secrets at rest.
         txt_lookup: DNS TXT resolver (injectable for tests).
         fetcher: SSRF-safe outbound client (publish checks).
+        scanner_fetcher: the public scanner's own SSRF-safe client (`frontdoor_tenancy.scanner.scanner_policy`:
+            public addresses only, never the outbound allowlist).
     """
 
     runtime: Runtime
     kek: Kek
     txt_lookup: Any
     fetcher: Any
+    scanner_fetcher: Any = None
 
     @property
     def settings(self) -> Any:

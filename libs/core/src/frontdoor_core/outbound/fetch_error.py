@@ -28,6 +28,8 @@ class FetchErrorCode(StrEnum):
     BAD_STATUS = "bad_status"
     NOT_JSON = "not_json"
     HTTP_ERROR = "http_error"
+    TARGET_BUSY = "target_busy"
+    """The caller's own per-host request budget refused the fetch; nothing was sent."""
 
 
 class FetchError(Exception):
