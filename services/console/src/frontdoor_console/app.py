@@ -107,7 +107,17 @@ def create_app(
     configure_logging(level=settings.log_level, fmt=settings.log_format)
     configure_tracing("frontdoor-console", otlp_endpoint=settings.otel_exporter_otlp_endpoint)
 
-    from .http import accounts, admin_web, agents, billing_pages, dashboard, domains, operations_api, scanner_pages
+    from .http import (
+        accounts,
+        admin_web,
+        agents,
+        billing_pages,
+        dashboard,
+        domains,
+        funnel_pages,
+        operations_api,
+        scanner_pages,
+    )
 
     routes: list[Any] = [
         *health_routes("console"),
@@ -130,6 +140,7 @@ def create_app(
         *billing_pages.api_routes,
         *billing_pages.public_routes,
         *scanner_pages.routes,
+        funnel_pages.router,
         openapi_json,
         create_static_files_router(path="/static", directories=[_HERE / "static"], include_in_schema=False),
         *(extra_routes or []),

@@ -31,7 +31,8 @@ _settings = load()
 app = Celery("frontdoor", broker=broker_url(_settings.redis_url or "redis://127.0.0.1:6379/0"),
              include=["frontdoor_dispatcher.tasks.domains", "frontdoor_dispatcher.tasks.keys",
                       "frontdoor_dispatcher.tasks.webhooks", "frontdoor_dispatcher.tasks.recoveries",
-                      "frontdoor_dispatcher.tasks.billing", "frontdoor_dispatcher.tasks.conversations"])
+                      "frontdoor_dispatcher.tasks.billing", "frontdoor_dispatcher.tasks.conversations",
+                      "frontdoor_dispatcher.tasks.funnel"])
 app.conf.update(
     task_serializer="json",
     accept_content=["json"],
@@ -52,6 +53,9 @@ app.conf.update(
         # conversation events past each tenant's retention_days, in chunks within a budget
         "conversations-retention": {"task": "frontdoor.conversations.retention", "schedule": 600.0,
                                     "options": {"expires": 600.0}},
+        # the dashboard's agent funnel: closed days materialised per tenant behind a mark
+        "analytics-funnel": {"task": "frontdoor.analytics.funnel_rollup", "schedule": 900.0,
+                             "options": {"expires": 900.0}},
         "operations-expire": {"task": "frontdoor.operations.expire_due", "schedule": 30.0,
                               "options": {"expires": 30.0}},
         "domains-sweep": {
