@@ -406,3 +406,23 @@ async def test_transmitter_metadata(issuer: AsyncTestClient[Any], company: Compa
         assert doc["delivery_methods_supported"] == ["urn:ietf:rfc:8936"]
         assert doc["configuration_endpoint"] == f"{company.tenant.issuer}/ssf/streams"
     assert (await issuer.get("/.well-known/ssf-configuration/no-such-tenant")).status_code == 404
+
+
+async def test_an_agents_rfc7009_revocation_with_a_stalled_stream(company: Company, agent: TestAgent,
+                                                                  verifier: FrontdoorVerifier, route: Route) -> None:
+    """POST {issuer}/oauth/revoke waits like the management API: the next request is signed out."""
+    signed = await company.sign_in(agent, "ivy", "acct-10")
+    token = signed["access_token"]
+    held = await _caches(verifier, route, company, agent, token)
+    assert held.signed_in
+    await _stall(route)
+    r = await call(company.issuer, "POST", f"/{company.tenant.slug}/oauth/revoke",
+                   data={**company.client_form(agent), "token": signed["refresh_token"],
+                         "token_type_hint": "refresh_token"})
+    assert r.status_code == 200, r.text
+    signals = verifier.signals
+    assert signals is not None and not signals.live
+    after = await _verify(verifier, company, agent, token, ("poppy:read",))
+    assert isinstance(after, Refusal) and after.error == "sign_in_required"
+    route.flowing.set()
+    await eventually(_live(verifier))
