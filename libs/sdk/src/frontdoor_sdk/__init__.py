@@ -22,6 +22,7 @@ from frontdoor_sdk.protected_resource import (
 from frontdoor_sdk.refusal import Refusal, challenge, delegated_refusal, mcp_challenge, refusal
 from frontdoor_sdk.replay_cache import InMemoryReplayCache, ReplayCache
 from frontdoor_sdk.request_url import request_url
+from frontdoor_sdk.signals import CachedSession, SessionSignals
 from frontdoor_sdk.verifier import FrontdoorVerifier
 
 __all__ = [
@@ -41,6 +42,8 @@ __all__ = [
     "Requirement",
     "RotatingDPoPNonces",
     "SessionState",
+    "SessionSignals",
+    "CachedSession",
     "called_tool_scopes",
     "caller_of",
     "challenge",
