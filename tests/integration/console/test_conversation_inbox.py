@@ -233,15 +233,23 @@ async def test_a_take_over_wakes_a_reader_in_another_process(console: AsyncTestC
 
 
 async def test_the_session_page_shows_its_conversations(console: AsyncTestClient[Any], tenant: TenantHandle,
-                                                        other_tenant: TenantHandle, runtime: Runtime) -> None:
-    who = caller()
+                                                        other_tenant: TenantHandle, runtime: Runtime,
+                                                        db: Any) -> None:
+    who, quiet = caller(), caller()
+    for c in (who, quiet):
+        await db.execute("INSERT INTO pap_sessions (tenant_id, id, client_id, user_id, created_at, last_used_at)"
+                         " VALUES ($1, $2, $3, $4, $5, $5)", tenant.id, c.session_id, c.client_id, c.user_id,
+                         runtime.clock())
     conversation_id = await start(runtime, tenant.id, who, "Where is parcel 42?")
     theirs = await start(runtime, other_tenant.id, who, "Their secret question")
     await sign_in(console, tenant.email)
+    page = await console.get(f"/sessions/{who.session_id}")
+    assert f'hx-get="/sessions/{who.session_id}/conversations"' in page.text
     fragment = await console.get(f"/sessions/{who.session_id}/conversations")
     assert fragment.status_code == 200
     assert conversation_id in fragment.text and "Where is parcel 42?" in fragment.text
     assert theirs not in fragment.text and "Their secret question" not in fragment.text
-    empty = await console.get(f"/sessions/{new_id('ses')}/conversations")
-    assert "started no hosted conversation" in empty.text
+    empty = await console.get(f"/sessions/{quiet.session_id}/conversations")
+    assert empty.status_code == 200 and "started no hosted conversation" in empty.text
+    assert (await console.get(f"/sessions/{new_id('ses')}/conversations")).status_code == 404
     console.cookies.clear()

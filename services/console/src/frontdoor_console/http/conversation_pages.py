@@ -26,6 +26,7 @@ from frontdoor_conversations import inbox, publish_changed
 from frontdoor_core.db import transaction
 from frontdoor_core.errors import Conflict, Invalid
 from frontdoor_core.ids import new_id
+from frontdoor_sessions.session_directory import get_session
 from frontdoor_tenancy import team
 from frontdoor_tenancy.issuer_settings import get_settings
 from litestar import Response, get, post
@@ -253,7 +254,8 @@ async def set_display_name(data: Annotated[NameForm, FORM], console: Console, st
 async def session_conversations(session_id: FromPath[str], console: Console, state: State) -> Template:
     """The transcripts of a Session's conversations (a fragment of the Session's page)."""
     async with ctx_of(state).pool.acquire() as conn:
-        found = await inbox.session_conversations(conn, console.tenant.id, session_id[:64])
+        session = await get_session(conn, console.tenant.id, session_id[:64])  # 404: unknown or another tenant's
+        found = await inbox.session_conversations(conn, console.tenant.id, session.id)
         transcripts = [(c, await inbox.transcript(conn, c)) for c in found]
     return Template("_session_conversations.html", context={"transcripts": transcripts, "json_of": _json})
 
