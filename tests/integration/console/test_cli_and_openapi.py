@@ -71,9 +71,13 @@ async def test_http_and_sql_spans_are_recorded(console: AsyncTestClient[Any], te
     assert r.status_code == 200
     names = [s.name for s in seen]
     assert "GET /api/v1/domains" in names
-    assert any(n.startswith("db SELECT") for n in names)
+    # The maintained asyncpg instrumentation names a span by its SQL verb and marks it postgresql.
+    sql = [s for s in seen if (s.attributes or {}).get("db.system") == "postgresql"]
+    assert any(s.name == "SELECT" for s in sql), names
     http = next(s for s in seen if s.name == "GET /api/v1/domains")
-    assert http.attributes["http.response.status_code"] == 200
+    attributes = dict(http.attributes or {})
+    # Litestar's OpenTelemetry middleware records the status under the stable or the older semantic convention.
+    assert attributes.get("http.response.status_code", attributes.get("http.status_code")) == 200, attributes
     # spans carry no credentials
     assert all(tenant.api_key not in str(dict(s.attributes or {})) for s in seen)
 
