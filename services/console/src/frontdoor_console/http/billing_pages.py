@@ -39,6 +39,7 @@ from litestar.response import Redirect, Template
 from ..access import PUBLIC, opt
 from .deps import ctx_of
 from .page import EXCEPTION_HANDLERS, Console, error_page, provide_console
+from .problems import PROBLEMS
 
 __all__ = ["LIMIT_HANDLERS", "api_routes", "billing_config", "public_routes", "require_room", "router"]
 
@@ -159,7 +160,7 @@ async def billing_portal(console: Console, state: State) -> Response[Any]:
 # ---------------------------------------------------------------- management API
 
 
-@get("/api/v1/billing", tags=["billing"], summary="Your plan, this month's usage and limits")
+@get("/api/v1/billing", responses=PROBLEMS, tags=["billing"], summary="Your plan, this month's usage and limits")
 async def api_billing(actor: Actor, state: State) -> dict[str, Any]:
     view = await _overview(state, actor.tenant_id)
     standing = view["standing"]

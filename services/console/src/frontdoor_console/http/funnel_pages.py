@@ -85,4 +85,4 @@ async def funnel_csv(console: Console, state: State, days: int = Parameter(defau
 
 
 router = Router(path="/", route_handlers=[funnel_page, funnel_csv], dependencies={"console": Provide(provide_console)},
-                exception_handlers=EXCEPTION_HANDLERS)
+                exception_handlers=EXCEPTION_HANDLERS, include_in_schema=False)
