@@ -28,8 +28,11 @@ async def console(settings: Settings, migrated: str, clock: ShiftableClock, web:
                   ) -> AsyncIterator[AsyncTestClient[Any]]:
     from frontdoor_console.app import create_app
     from frontdoor_core.outbound import SafeFetcher
+    from frontdoor_tenancy.scanner import scanner_policy
 
-    app = create_app(settings, clock=clock, fetcher=SafeFetcher(transport=web))
+    # The public scanner sees the same pretend internet: no test reaches real DNS through it.
+    app = create_app(settings, clock=clock, fetcher=SafeFetcher(transport=web),
+                     scanner_fetcher=SafeFetcher(scanner_policy(), transport=web))
     async with AsyncTestClient(app, base_url="https://console.frontdoor.test") as client:
         yield client
 
