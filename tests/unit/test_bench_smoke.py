@@ -117,7 +117,7 @@ def test_summary_lines_mark_targets() -> None:
 def test_delivery_benchmarks_parse_their_flags() -> None:
     from bench import confirm_latency, delivery_throughput
 
-    assert confirm_latency.parse_args([]).rate == 50.0
+    assert confirm_latency.parse_args([]).rate == 200.0
     args = delivery_throughput.parse_args([])
     assert (args.rate, args.backlog, args.concurrency) == (300.0, 10_000, 2)
     assert delivery_throughput.parse_args(["--quick"]).backlog == 1000

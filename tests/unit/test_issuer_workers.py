@@ -42,7 +42,7 @@ def test_worker_count_is_the_setting_or_one_per_cpu() -> None:
 
 
 def test_granian_command_line() -> None:
-    argv = granian_argv("0.0.0.0", 8001, 2)  # noqa: S104 - a container's listen address
+    argv = granian_argv("0.0.0.0", 8001, 2)
     assert argv[1:3] == ["-m", "granian"]
     assert argv[argv.index("--workers") + 1] == "2" and "--respawn-failed-workers" in argv
     assert argv[argv.index("--port") + 1] == "8001" and argv[-1] == "frontdoor_issuer.asgi:app"

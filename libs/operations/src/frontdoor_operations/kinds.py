@@ -18,8 +18,8 @@ from frontdoor_protocol.scopes import is_scope_token
 from frontdoor_tenancy import audit
 from frontdoor_tenancy.actor import Actor
 
-__all__ = ["Kind", "KindInput", "delete_kind", "get_kind", "has_kinds", "is_kind_name", "list_kinds",
-           "perform_endpoint_enabled", "put_kind"]
+__all__ = ["ConfirmTargets", "Kind", "KindInput", "confirm_targets", "delete_kind", "get_kind", "has_kinds",
+           "is_kind_name", "list_kinds", "perform_endpoint_enabled", "put_kind"]
 
 _NAME: Final = re.compile(r"^[a-z][a-z0-9_.:-]{0,63}$")
 MIN_EXPIRY: Final = 30
@@ -165,6 +165,29 @@ async def delete_kind(conn: asyncpg.Connection, actor: Actor, name: str, *, now:
 async def has_kinds(conn: asyncpg.Connection, tenant_id: str) -> bool:
     """Whether the tenant offers operations at all (its ``poppy.json`` then lists the extension)."""
     return bool(await conn.fetchval("SELECT EXISTS (SELECT 1 FROM operation_kinds WHERE tenant_id = $1)", tenant_id))
+
+
+class ConfirmTargets(msgspec.Struct, frozen=True, kw_only=True):
+    """What a confirm needs to know of its kind, read in one statement (`confirm_targets`).
+
+    Attributes:
+        perform_enabled: The perform endpoint takes deliveries now.
+        reprice_endpoint_id: The re-price endpoint, None when the kind has none.
+    """
+
+    perform_enabled: bool
+    reprice_endpoint_id: str | None
+
+
+async def confirm_targets(conn: asyncpg.Connection, tenant_id: str, kind_name: str) -> ConfirmTargets:
+    """`perform_endpoint_enabled` and the kind's re-price endpoint in one round trip."""
+    row = await conn.fetchrow(
+        "SELECT e.enabled, k.reprice_endpoint_id FROM operation_kinds k JOIN webhook_endpoints e"
+        " ON e.tenant_id = k.tenant_id AND e.id = k.perform_endpoint_id WHERE k.tenant_id = $1 AND k.name = $2",
+        tenant_id, kind_name)
+    if row is None:
+        return ConfirmTargets(perform_enabled=False, reprice_endpoint_id=None)
+    return ConfirmTargets(perform_enabled=bool(row["enabled"]), reprice_endpoint_id=row["reprice_endpoint_id"])
 
 
 async def perform_endpoint_enabled(conn: asyncpg.Connection, tenant_id: str, kind_name: str) -> bool:

@@ -125,7 +125,8 @@ def perform_accepts(response: SenderResponse) -> bool:
 async def perform_message(pool: asyncpg.Pool, redis: aioredis.Redis, message_id: str, *, sender: Sender, kek: Kek,
                           clock: Clock, policy: DeliveryPolicy, tenant_id: str | None = None,
                           on_settled: Callable[[str], Awaitable[None]] | None = None,
-                          throttle: Throttle | None = None) -> DeliveryReport | None:
+                          throttle: Throttle | None = None,
+                          settled: list[ledger.Operation] | None = None) -> DeliveryReport | None:
     """One attempt at a perform message if it is claimable now, and its consequence in the ledger.
 
     Returns the attempt's report, or ``None`` when another process holds the message (or it
@@ -134,19 +135,28 @@ async def perform_message(pool: asyncpg.Pool, redis: aioredis.Redis, message_id:
     outcome unknown with no retry coming, or that cannot be read, flags the operation in
     that same transaction.
 
+    ``settled``, when given, receives the operation as this attempt's outcome left it
+    (committed), so a waiting confirm answers it without reading it again.
+
     Raises:
         Exception: Whatever kept the consequence from being written (the database, a bug):
             the attempt is then not settled either, and its message is sent again once the
             claim's lease ends.
     """
     known: list[str] = []
+    finished: list[ledger.Operation] = []
 
     async def consequence(conn: asyncpg.Connection, report: DeliveryReport, response: SenderResponse | None) -> None:
-        if report.operation_id is not None and await _apply_answer(conn, report, _answer_of(response), clock):
-            known.append(report.operation_id)
+        if report.operation_id is not None:
+            op = await _apply_answer(conn, report, _answer_of(response), clock)
+            if op is not None:
+                known.append(report.operation_id)
+                finished.append(op)
 
     report = await deliver(pool, message_id, sender=sender, kek=kek, clock=clock, policy=policy,
                            tenant_id=tenant_id, accept=perform_accepts, throttle=throttle, on_settle=consequence)
+    if settled is not None:
+        settled.extend(finished)
     for operation_id in known:  # committed: wake whoever waits for the outcome
         if on_settled is not None:
             await on_settled(operation_id)
@@ -155,21 +165,21 @@ async def perform_message(pool: asyncpg.Pool, redis: aioredis.Redis, message_id:
 
 
 async def _apply_answer(conn: asyncpg.Connection, report: DeliveryReport, answer: PerformAnswer,
-                        clock: Clock) -> bool:
-    """Write what an attempt's answer means for its operation; True when it now has its outcome."""
+                        clock: Clock) -> ledger.Operation | None:
+    """Write what an attempt's answer means for its operation; the operation when it now has its outcome."""
     assert report.operation_id is not None
     if answer.kind == "outcome":
         # A real answer: recorded even when a newer claim took the message meanwhile.
         try:
-            _, changed = await ledger.record_outcome(conn, report.tenant_id, report.operation_id,
-                                                     outcome=answer.outcome, result=answer.result, now=clock())
+            op, changed = await ledger.record_outcome(conn, report.tenant_id, report.operation_id,
+                                                      outcome=answer.outcome, result=answer.result, now=clock())
         except (Conflict, NotFound) as exc:
             # The company already reported a different outcome through the API: the first stands.
             _log.warning("operation_outcome_conflict", operation_id=report.operation_id, code=exc.code)
-            return False
-        return changed
+            return None
+        return op if changed else None
     if not report.recorded:
-        return False  # the newer claim's attempt says what happens next
+        return None  # the newer claim's attempt says what happens next
     reason = ("endpoint_disabled" if report.endpoint_disabled
               else "delivery_exhausted" if report.state == "exhausted"
               else "delivery_aborted" if report.state == "aborted"
@@ -182,4 +192,4 @@ async def _apply_answer(conn: asyncpg.Connection, report: DeliveryReport, answer
     elif answer.kind == "accepted":
         # The company now answered as it should: an earlier unreadable answer no longer matters.
         await ledger.clear_attention(conn, report.tenant_id, report.operation_id, ANSWER_PROBLEMS, now=clock())
-    return False
+    return None

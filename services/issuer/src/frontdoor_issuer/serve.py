@@ -11,6 +11,8 @@ every CPU of its node.
 Several workers are safe: replay claims, rate limits, device and authorization codes are
 in Redis, Sessions in PostgreSQL, DPoP nonces are stateless; the per-process caches
 (tenants 5 s, signing keys 30 s, agent metadata within its bounds) are only duplicated.
+With ``FRONTDOOR_METRICS_PORT`` set and several workers, ``PROMETHEUS_MULTIPROC_DIR`` is
+set to a fresh empty directory when unset, so ``/metrics`` sums every worker.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import argparse
 import math
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -85,7 +88,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8001)
     args = p.parse_args(argv)
-    command = granian_argv(args.host, args.port, worker_count(load().issuer_workers))
+    settings = load()
+    workers = worker_count(settings.issuer_workers)
+    if settings.metrics_port and workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="frontdoor-issuer-metrics-")
+    command = granian_argv(args.host, args.port, workers)
     os.execv(command[0], command)  # noqa: S606 - our own interpreter, a fixed module
 
 

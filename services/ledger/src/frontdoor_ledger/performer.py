@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from frontdoor_core.errors import Conflict, Invalid, NotFound
 from frontdoor_core.logging import get_logger
+from frontdoor_core.outbound import SafeFetcher
 from frontdoor_operations import kinds, ledger
 from frontdoor_operations.ledger import Operation
 from frontdoor_operations.perform import perform_message
@@ -69,22 +70,27 @@ class Performer:
     def __init__(self, ctx: LedgerContext, *, fetcher: Any, kek: Kek, sender: Any = None) -> None:
         self._ctx = ctx
         self._kek = kek
-        self._sender = sender or SafeSender(fetcher)
+        # Keep-alive connections to each company's endpoints (one pool per origin): a
+        # confirm's perform webhook needs no new TCP/TLS connection at a steady rate.
+        self._pooled = fetcher.pooled() if sender is None and isinstance(fetcher, SafeFetcher) else None
+        self._sender = sender or SafeSender(self._pooled if self._pooled is not None else fetcher)
         self._policy = DeliveryPolicy.from_settings(ctx.settings)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._throttle = RedisThrottle(ctx.runtime.redis)
 
     async def close(self) -> None:
-        """Let running attempts finish (bounded by the webhook timeout), then return."""
+        """Let running attempts finish (bounded by the webhook timeout), then close the connections."""
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=self._policy.timeout.total_seconds() + 1)
+        if self._pooled is not None:
+            await self._pooled.aclose()
 
-    async def _attempt(self, tenant_id: str, message_id: str) -> Any:
+    async def _attempt(self, tenant_id: str, message_id: str, settled: list[Operation]) -> Any:
         ctx = self._ctx
         try:
             return await perform_message(ctx.pool, ctx.runtime.redis, message_id, sender=self._sender, kek=self._kek,
                                          clock=ctx.runtime.clock, policy=self._policy, tenant_id=tenant_id,
-                                         on_settled=self._wake, throttle=self._throttle)
+                                         on_settled=self._wake, throttle=self._throttle, settled=settled)
         except Exception:  # the relay retries; the record is in PostgreSQL
             _log.exception("perform_attempt_failed", message_id=message_id)
             return None
@@ -99,18 +105,22 @@ class Performer:
         once the attempt ends, so an outcome recorded by another process in between is never
         missed. After a ``202`` (or when another process holds the message) it keeps waiting,
         within the budget, for the outcome to be reported; after a failed attempt it answers
-        at once: the outcome is unknown and a retry is scheduled.
+        at once: the outcome is unknown and a retry is scheduled. When this attempt recorded
+        the outcome, the operation as its transaction committed it is the answer (no read).
         """
         budget = self._ctx.settings.confirm_wait.total_seconds()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + budget
         waiter = asyncio.create_task(self._ctx.waiters.wait(operation_id, budget))
         await asyncio.sleep(0)  # let the waiter register before anything can settle
-        attempt = asyncio.create_task(self._attempt(tenant_id, message_id))
+        settled: list[Operation] = []  # filled once this attempt's outcome is committed
+        attempt = asyncio.create_task(self._attempt(tenant_id, message_id, settled))
         self._tasks.add(attempt)
         attempt.add_done_callback(self._tasks.discard)
         try:
             done, _ = await asyncio.wait({waiter, attempt}, timeout=budget, return_when=asyncio.FIRST_COMPLETED)
+            if settled:  # this attempt recorded the outcome (the waiter was woken by it)
+                return settled[0]
             if waiter not in done and attempt in done:
                 current = await self._read(tenant_id, operation_id)
                 if current is None or current.state != "in_progress":
@@ -129,19 +139,29 @@ class Performer:
         async with self._ctx.pool.acquire() as conn:
             return await ledger.get_operation(conn, tenant_id, operation_id)
 
-    async def reprice(self, tenant_id: str, op: Operation) -> Operation | None:
+    async def reprice(self, tenant_id: str, op: Operation, *,
+                      targets: kinds.ConfirmTargets | None = None) -> Operation | None:
         """Ask the kind's re-price endpoint for current terms; a new revision when they changed.
+
+        ``targets``: the kind's endpoints as the confirm already read them
+        (`kinds.confirm_targets`); without a re-price endpoint nothing more is read.
 
         Raises:
             RepriceUnavailable: no usable answer, the endpoint is disabled, or it is over its
                 ``rate_limit_per_second`` (the confirm is refused with 503).
         """
         ctx = self._ctx
+        if targets is not None and targets.reprice_endpoint_id is None:
+            return None
         async with ctx.pool.acquire() as conn:
-            kind = await kinds.get_kind(conn, tenant_id, op.kind)
-            if kind is None or kind.reprice_endpoint_id is None:
+            if targets is not None:
+                reprice_endpoint_id = targets.reprice_endpoint_id
+            else:
+                kind = await kinds.get_kind(conn, tenant_id, op.kind)
+                reprice_endpoint_id = None if kind is None else kind.reprice_endpoint_id
+            if reprice_endpoint_id is None:
                 return None
-            endpoint = await get_endpoint(conn, tenant_id, kind.reprice_endpoint_id)
+            endpoint = await get_endpoint(conn, tenant_id, reprice_endpoint_id)
             if not endpoint.enabled:  # as every delivery: nothing is sent to a disabled endpoint
                 raise RepriceUnavailable(retry_after=_DISABLED_RETRY_AFTER)
             keys = await signing_secrets(conn, tenant_id, endpoint.id, self._kek, ctx.now())

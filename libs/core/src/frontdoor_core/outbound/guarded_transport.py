@@ -44,19 +44,23 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
     it fails loudly instead of silently falling back to unguarded sockets.
     """
 
-    def __init__(self, backend: GuardedNetworkBackend, ssl_context: ssl.SSLContext) -> None:
+    def __init__(self, backend: GuardedNetworkBackend, ssl_context: ssl.SSLContext, *, max_connections: int = 4,
+                 max_keepalive_connections: int = 2, keepalive_expiry: float = 5.0) -> None:
         """Create the transport.
 
         Args:
             backend: The guarded backend every connection goes through.
             ssl_context: A verifying TLS client context.
+            max_connections: Connections open at once (a per-fetch client needs few).
+            max_keepalive_connections: Idle connections kept for reuse.
+            keepalive_expiry: Seconds an idle connection is kept.
         """
         super().__init__(verify=ssl_context, trust_env=False, http1=True, http2=False)
         self._pool = httpcore.AsyncConnectionPool(
             ssl_context=ssl_context,
-            max_connections=4,
-            max_keepalive_connections=2,
-            keepalive_expiry=5.0,
+            max_connections=max_connections,
+            max_keepalive_connections=max_keepalive_connections,
+            keepalive_expiry=keepalive_expiry,
             http1=True,
             http2=False,
             retries=0,

@@ -1,7 +1,10 @@
 """Fetching untrusted URLs (agent metadata, JWKS, poppy.json, webhooks) without SSRF.
 
 Every fetch gets a fresh client and connection pool: nothing (cookies, connections,
-credentials) carries from one untrusted origin to another. Redirects are followed
+credentials) carries from one untrusted origin to another. `PooledFetcher` (from
+`SafeFetcher.pooled`) is the exception for ``post`` at a high rate (the ledger's perform
+webhooks): it keeps one small keep-alive pool per origin, never shared between origins,
+still without cookies, redirects or content codings, every new connection checked. Redirects are followed
 by hand so each hop is re-validated, and one deadline covers the whole fetch so a
 server that trickles bytes cannot hold a worker (protocol §4.1).
 """
@@ -11,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 
 import httpx
@@ -26,7 +31,7 @@ from .policy import OutboundPolicy
 from .resolver import Resolver, SystemResolver
 from .target_url import check_target
 
-__all__ = ["SafeFetcher"]
+__all__ = ["PooledFetcher", "SafeFetcher"]
 
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 # Set by the client or by `post` itself; a caller's header must not replace them.
@@ -210,23 +215,41 @@ class SafeFetcher:
         try:
             async with asyncio.timeout(deadline):
                 target = self._check(url, redirect=False)
-                async with self._client(False, timeout=deadline) as client:
-                    request = client.build_request("POST", target, content=body, headers=dict(headers))
-                    response = await client.send(request, stream=True)
-                    try:
-                        raw_size = sum(len(k) + len(v) + 4 for k, v in response.headers.raw)
-                        if raw_size > self._policy.max_header_bytes:
-                            raise FetchError(FetchErrorCode.TOO_LARGE, "response headers too large")
-                        data, truncated = await self._read_prefix(response, limit)
-                    finally:
-                        await response.aclose()
-                    return FetchResult(final_url=str(target), status=response.status_code,
-                                       headers=self._headers(response), body=data, redirect_chain=(str(target),),
-                                       elapsed=time.monotonic() - started, truncated=truncated)
+                return await self._post_to(target, body, headers, deadline=deadline, limit=limit, started=started)
         except TimeoutError:
             raise FetchError(FetchErrorCode.TIMEOUT, f"request exceeded {deadline:g} s") from None
         except httpx.HTTPError as exc:
             raise _translate(exc) from None
+
+    async def _post_to(self, target: httpx.URL, body: bytes, headers: Mapping[str, str], *, deadline: float,
+                       limit: int, started: float) -> FetchResult:
+        async with self._client(False, timeout=deadline) as client:
+            return await self._send_post(client, target, body, headers, limit=limit, started=started)
+
+    async def _send_post(self, client: httpx.AsyncClient, target: httpx.URL, body: bytes, headers: Mapping[str, str],
+                         *, limit: int, started: float, limits: httpx.Timeout | None = None) -> FetchResult:
+        # ``limits``: per-request timeouts, for a kept client built without the caller's deadline.
+        if limits is None:
+            request = client.build_request("POST", target, content=body, headers=dict(headers))
+        else:
+            request = client.build_request("POST", target, content=body, headers=dict(headers), timeout=limits)
+        response = await client.send(request, stream=True)
+        try:
+            raw_size = sum(len(k) + len(v) + 4 for k, v in response.headers.raw)
+            if raw_size > self._policy.max_header_bytes:
+                raise FetchError(FetchErrorCode.TOO_LARGE, "response headers too large")
+            data, truncated = await self._read_prefix(response, limit)
+        finally:
+            await response.aclose()
+        return FetchResult(final_url=str(target), status=response.status_code,
+                           headers=self._headers(response), body=data, redirect_chain=(str(target),),
+                           elapsed=time.monotonic() - started, truncated=truncated)
+
+    def pooled(self, *, max_origins: int = 256, max_connections: int = 32, keepalive_expiry: float = 4.0
+               ) -> PooledFetcher:
+        """This fetcher's rules, with `post` over kept-alive connections per origin (see `PooledFetcher`)."""
+        return PooledFetcher(self, max_origins=max_origins, max_connections=max_connections,
+                             keepalive_expiry=keepalive_expiry)
 
     @staticmethod
     async def _read_prefix(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
@@ -242,9 +265,11 @@ class SafeFetcher:
                 return bytes(body[:limit]), True
         return bytes(body), False
 
-    def _client(self, accept_json: bool, *, timeout: float | None = None) -> httpx.AsyncClient:
+    def _client(self, accept_json: bool, *, timeout: float | None = None,
+                pool: tuple[int, float] | None = None) -> httpx.AsyncClient:
         # ``timeout`` (a caller's deadline, `post`) replaces the policy's total for the
         # client's own read/write/pool limits, or they would cut the request short first.
+        # ``pool``: (connections, keep-alive seconds) for a kept client (`PooledFetcher`).
         policy = self._policy
         total = policy.total_timeout if timeout is None else timeout
         transport: httpx.AsyncBaseTransport
@@ -253,7 +278,11 @@ class SafeFetcher:
         else:
             assert self._ssl_context is not None  # set whenever no transport is given
             backend = GuardedNetworkBackend(self._rules, self._resolver)
-            transport = GuardedTransport(backend, self._ssl_context)
+            if pool is None:
+                transport = GuardedTransport(backend, self._ssl_context)
+            else:
+                transport = GuardedTransport(backend, self._ssl_context, max_connections=pool[0],
+                                             max_keepalive_connections=pool[0], keepalive_expiry=pool[1])
         return httpx.AsyncClient(
             transport=transport,
             trust_env=False,
@@ -351,3 +380,67 @@ class SafeFetcher:
             if len(body) > policy.max_bytes:
                 raise FetchError(FetchErrorCode.TOO_LARGE, f"body over {policy.max_bytes} bytes")
         return bytes(body)
+
+
+@dataclass
+class _Kept:
+    client: httpx.AsyncClient
+    in_flight: int = 0
+    evicted: bool = False
+
+
+class PooledFetcher(SafeFetcher):
+    """A `SafeFetcher` whose ``post`` reuses connections: one small pool per origin.
+
+    For POSTs to the same few receivers at a high rate (a company's perform webhook): no
+    TCP/TLS handshake and no client set-up per request. Every rule of `SafeFetcher.post`
+    holds (URL check, no redirects, no cookies, size, header and time caps); a connection
+    is checked by the guarded backend when it is opened and only ever carries requests to
+    its own origin. Idle connections close after ``keepalive_expiry`` seconds, below the
+    usual server idle timeouts (Node's is 5 s); at most ``max_origins`` pools are kept
+    (the least recently used is closed once idle). GET fetches are not pooled.
+    """
+
+    def __init__(self, base: SafeFetcher, *, max_origins: int, max_connections: int, keepalive_expiry: float) -> None:
+        """Share ``base``'s policy, resolver, TLS context and transport (see `SafeFetcher.pooled`)."""
+        self._policy = base._policy
+        self._rules = base._rules
+        self._resolver = base._resolver
+        self._ssl_context = base._ssl_context
+        self._transport = base._transport
+        self._max_origins = max(max_origins, 1)
+        self._pool_limits = (max(max_connections, 1), keepalive_expiry)
+        self._kept: OrderedDict[tuple[str, str, int | None], _Kept] = OrderedDict()
+
+    async def _post_to(self, target: httpx.URL, body: bytes, headers: Mapping[str, str], *, deadline: float,
+                       limit: int, started: float) -> FetchResult:
+        origin = (target.scheme, target.host, target.port)
+        kept = self._kept.get(origin)
+        if kept is None:
+            kept = self._kept[origin] = _Kept(self._client(False, pool=self._pool_limits))
+            await self._evict()
+        self._kept.move_to_end(origin)
+        kept.in_flight += 1
+        limits = httpx.Timeout(deadline, connect=min(self._policy.connect_timeout, deadline))
+        try:
+            return await self._send_post(kept.client, target, body, headers, limit=limit, started=started,
+                                         limits=limits)
+        finally:
+            kept.in_flight -= 1
+            if kept.evicted and kept.in_flight == 0:
+                await kept.client.aclose()
+
+    async def _evict(self) -> None:
+        while len(self._kept) > self._max_origins:
+            _, old = self._kept.popitem(last=False)
+            old.evicted = True
+            if old.in_flight == 0:
+                await old.client.aclose()
+
+    async def aclose(self) -> None:
+        """Close every kept connection (requests still running finish on theirs first)."""
+        kept, self._kept = list(self._kept.values()), OrderedDict()
+        for k in kept:
+            k.evicted = True
+            if k.in_flight == 0:
+                await k.client.aclose()

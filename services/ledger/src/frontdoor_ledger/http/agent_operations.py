@@ -152,12 +152,13 @@ async def _confirm(ctx: LedgerContext, tenant: LedgerTenant, caller: CallerView,
             return _terms_changed(op)
         return refusal(decision.error, caller=caller)
     async with ctx.pool.acquire() as conn:
-        ready = await kinds.perform_endpoint_enabled(conn, tenant.tenant_id, op.kind)
-    if not ready:  # its perform webhook is disabled: a confirm now would wait with no one to perform it
+        targets = await kinds.confirm_targets(conn, tenant.tenant_id, op.kind)  # perform and re-price endpoints
+    if not targets.perform_enabled:  # its perform webhook is disabled: a confirm would wait with no one to perform it
         return refusal(ProtocolError(ErrorCode.TEMPORARILY_UNAVAILABLE, "This cannot be confirmed right now; retry."),
                        headers={"Retry-After": "60"})
     try:
-        repriced = await ctx.performer.reprice(tenant.tenant_id, op) if ctx.performer is not None else None
+        repriced = (await ctx.performer.reprice(tenant.tenant_id, op, targets=targets)
+                    if ctx.performer is not None else None)
     except RepriceUnavailable as exc:
         retry_after = ctx.settings.operation_retry_after if exc.retry_after is None else exc.retry_after
         return refusal(ProtocolError(ErrorCode.TEMPORARILY_UNAVAILABLE, "Current terms are not available; retry."),
