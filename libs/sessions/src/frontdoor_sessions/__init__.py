@@ -6,7 +6,13 @@ from .account_tokens import AccountTokenRecord, find_account_token, looks_like_a
 from .authorization_code_grant import AuthorizationCodeGrant, s256_challenge
 from .authorization_codes import CODE_LIFETIME_S, AuthorizationCodeStore, CodeTake, IssuedCode
 from .client_auth import AuthenticatedClient, authenticate_client
-from .delegated_caller import DelegatedCallers, DelegatedRefusal, VerifiedDelegatedCaller
+from .delegated_caller import (
+    AgentRefused,
+    DelegatedCallers,
+    DelegatedRefusal,
+    VerifiedDelegatedCaller,
+    accepted_agent_keys,
+)
 from .device_authorization import DeviceAuthorization
 from .device_flow import (
     USER_CODE_ALPHABET,
@@ -84,7 +90,9 @@ __all__ = [
     "head_seq",
     "sign_set",
     "JOIN_CODE_LIFETIME_S",
+    "AgentRefused",
     "DelegatedCallers",
+    "accepted_agent_keys",
     "DelegatedRefusal",
     "JoinCodeStore",
     "JoinGrant",

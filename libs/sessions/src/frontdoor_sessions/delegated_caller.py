@@ -23,6 +23,7 @@ import asyncpg
 import msgspec
 from frontdoor_core.errors import Unavailable
 from frontdoor_identity import (
+    AgentKeys,
     ClientResolutionError,
     DelegatedKeyDirectory,
     InvalidClientMetadata,
@@ -32,6 +33,7 @@ from frontdoor_identity import (
 from frontdoor_protocol import (
     AccessTokenClaims,
     DelegatedSession,
+    DelegationCache,
     ErrorCode,
     ProtocolError,
     UnknownAgentKeyId,
@@ -45,9 +47,33 @@ from .delegated_sessions import DelegatedState, claim_session_jti, observe_deleg
 from .replay_cache import ReplayCache
 from .signer_cache import IssuerKeys
 
-__all__ = ["DelegatedCallers", "DelegatedRefusal", "VerifiedDelegatedCaller"]
+__all__ = ["AgentRefused", "DelegatedCallers", "DelegatedRefusal", "VerifiedDelegatedCaller", "accepted_agent_keys"]
 
 _KEYS_RETRY_AFTER = 30
+
+
+class AgentRefused(Exception):
+    """The tenant's agent policy does not accept the agent."""
+
+
+async def accepted_agent_keys(pool: asyncpg.Pool, directory: DelegatedKeyDirectory, tenant_id: str, client_id: str,
+                              *, refresh: bool = False) -> AgentKeys:
+    """The agent's identity keys under the 1.0 rules, once the tenant's agent policy accepts it (ADR 0004 §6).
+
+    The step both the resources' verification and the sdk's ``POST {issuer}/poppy/agent-keys``
+    run. The pool connection is released before the agent's documents are fetched.
+
+    Raises:
+        AgentRefused: The tenant's agent policy refuses the agent.
+        InvalidClientMetadata: Its documents break the 1.0 rules (a redirect, another
+            ``client_id``, a ``jwks_uri`` elsewhere...).
+        ClientResolutionError: Its keys cannot be loaded now.
+    """
+    async with pool.acquire() as conn:
+        policy = await get_agent_policy(conn, tenant_id, client_id=client_id)
+    if not is_allowed(policy, client_id):
+        raise AgentRefused(client_id)
+    return await directory.get_keys(client_id, refresh=refresh)
 
 
 class DelegatedRefusal(Exception):
@@ -91,25 +117,27 @@ class DelegatedCallers:
         replay: The replay cache shared by every replica.
         dpop_namespace: The replay namespace of this service's DPoP proofs.
         dev: Development: ``http://`` loopback URLs are tolerated.
+        delegations: The process's verified delegations (ADR 0004 §3 step 4), when the service
+            keeps them: a delegation is then parsed and verified once, and only its ``kid``,
+            ``iss`` and times are checked again (keyed by its exact string and the identity key
+            that verified it, so a rotated agent key misses).
     """
 
     def __init__(self, *, pool: asyncpg.Pool, issuer_keys: IssuerKeys, agent_keys: DelegatedKeyDirectory,
-                 replay: ReplayCache, dpop_namespace: str, dev: bool = False) -> None:
+                 replay: ReplayCache, dpop_namespace: str, dev: bool = False,
+                 delegations: DelegationCache | None = None) -> None:
         self._pool = pool
         self._issuer_keys = issuer_keys
         self._agent_keys = agent_keys
         self._replay = replay
         self._dpop_namespace = dpop_namespace
         self._dev = dev
+        self._delegations = delegations
 
     async def _identity_keys(self, tenant_id: str, client_id: str, *, refresh: bool = False) -> KeySet:
-        async with self._pool.acquire() as conn:  # released before the agent's documents are fetched
-            policy = await get_agent_policy(conn, tenant_id, client_id=client_id)
-        if not is_allowed(policy, client_id):
-            raise _session_error()
         try:
-            loaded = await self._agent_keys.get_keys(client_id, refresh=refresh)
-        except InvalidClientMetadata:
+            loaded = await accepted_agent_keys(self._pool, self._agent_keys, tenant_id, client_id, refresh=refresh)
+        except (AgentRefused, InvalidClientMetadata):
             raise _session_error() from None
         except ClientResolutionError:
             raise Unavailable("agent_keys_unavailable", "The agent's keys cannot be loaded; retry shortly.",
@@ -136,7 +164,8 @@ class DelegatedCallers:
         """
         epoch = int(now.timestamp())
         try:
-            delegated = parse_delegated_request(headers=headers, url=url, allow_http_loopback=self._dev)
+            delegated = parse_delegated_request(headers=headers, url=url, allow_http_loopback=self._dev,
+                                                delegations=self._delegations)
         except ProtocolError as error:
             raise DelegatedRefusal(error) from None
         scheme = delegated.scheme.value if delegated.scheme is not None else None
@@ -149,7 +178,7 @@ class DelegatedCallers:
                 try:
                     verified = verify_delegated_request(
                         delegated, method=method, url=url, identity_keys=agent_keys, issuer_keys=issuer_keys,
-                        issuer=issuer, now=epoch, allow_http_loopback=self._dev)
+                        issuer=issuer, now=epoch, allow_http_loopback=self._dev, delegations=self._delegations)
                     break
                 except UnknownAgentKeyId:
                     if reloaded_agent:  # an unknown delegation kid: the agent's keys are reloaded once

@@ -42,6 +42,7 @@ from litestar.exceptions import HTTPException, NotFoundException
 from .agent_auth import Refused
 from .context import LedgerContext
 from .conversations_hub import ConversationsHub
+from .delegated_auth import delegated_callers
 from .http import agent_conversations, agent_operations, company_api, company_conversations, openapi
 from .performer import Performer
 
@@ -105,6 +106,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
         ctx = LedgerContext(runtime=rt, keys=IssuerKeys(kek), replay=ReplayCache(rt.redis),
                             directory=AgentDirectory(the_fetcher, rt.clock), waiters=waiters,
                             agent_keys=DelegatedKeyDirectory(the_fetcher, rt.clock))
+        ctx.delegated_callers = delegated_callers(ctx)  # PAP 1.0 (ADR 0004 §9)
         ctx.performer = Performer(ctx, fetcher=the_fetcher, kek=kek)
         conversations = ConversationsHub(ctx, fetcher=the_fetcher, kek=kek)
         await conversations.start()

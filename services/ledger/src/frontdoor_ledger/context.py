@@ -40,6 +40,7 @@ class LedgerContext:
     directory: Any
     waiters: OutcomeWaiters
     agent_keys: Any = None  # PAP 1.0 identity keys (frontdoor_identity.DelegatedKeyDirectory)
+    delegated_callers: Any = None  # PAP 1.0 requests (frontdoor_sessions.DelegatedCallers)
     performer: Any = None
     _tenants: dict[str, tuple[float, LedgerTenant | None]] = field(default_factory=dict)
 

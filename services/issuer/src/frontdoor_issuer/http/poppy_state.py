@@ -41,7 +41,7 @@ from frontdoor_identity import (
     is_allowed,
     record_seen_delegated,
 )
-from frontdoor_sessions import ReplayCache, authenticate_credential
+from frontdoor_sessions import AgentRefused, ReplayCache, accepted_agent_keys, authenticate_credential
 from frontdoor_sessions.delegated_sessions import claim_session_jti, observe_delegated_session
 from frontdoor_sessions.throttle import Throttle
 from frontdoor_sessions.token_endpoint import TenantIssuer
@@ -154,12 +154,11 @@ async def agent_keys(slug: FromPath[str], request: Request[Any, Any, Any], state
         return checked
     tenant, body = checked
     ctx = state.ctx
-    async with ctx.pool.acquire() as conn:
-        policy = await get_agent_policy(conn, tenant.tenant_id, client_id=body.client_id)
-    if not is_allowed(policy, body.client_id):
-        return _error("invalid_client", 403, "This agent is not accepted here.")
     try:
-        keys = await state.agent_keys.get_keys(body.client_id, refresh=body.refresh)
+        keys = await accepted_agent_keys(ctx.pool, state.agent_keys, tenant.tenant_id, body.client_id,
+                                         refresh=body.refresh)
+    except AgentRefused:
+        return _error("invalid_client", 403, "This agent is not accepted here.")
     except InvalidClientMetadata:
         return _error("invalid_client", 403, "The agent's metadata or keys break the rules.")
     except ClientResolutionError:
