@@ -374,19 +374,21 @@ async def confirm(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *
     """
     try:
         async with conn.transaction():
-            won = await conn.fetchval(
+            won = await conn.fetchrow(
                 "UPDATE operations SET state = 'in_progress', confirmed_revision = revision, approved_by = $4,"
                 " confirmed_at = $5, confirmed_via = $6, account_id = coalesce(account_id, $7),"
                 " sequence = sequence + 1, updated_at = $5"
                 " WHERE tenant_id = $1 AND id = $2 AND state = 'proposed' AND revision = $3 AND expires_at > $5"
-                " AND (account_id IS NULL OR $7::text IS NULL OR account_id = $7) RETURNING kind",
+                " AND (account_id IS NULL OR $7::text IS NULL OR account_id = $7)"
+                # The kind's perform endpoint in the same statement (the kind cannot go: operations use it).
+                " RETURNING (SELECT k.perform_endpoint_id FROM operation_kinds k"
+                " WHERE k.tenant_id = operations.tenant_id AND k.name = operations.kind) AS perform_endpoint_id",
                 tenant_id, operation_id, revision, approved_by, now, via, account)
             if won is None:
                 return await _must(conn, tenant_id, operation_id), None
+            assert won["perform_endpoint_id"] is not None  # a kind with operations is never deleted
             op = await _must(conn, tenant_id, operation_id)
-            kind = await get_kind(conn, tenant_id, op.kind)
-            assert kind is not None
-            message_id = await events.perform(conn, tenant_id, kind.perform_endpoint_id, perform_data(op),
+            message_id = await events.perform(conn, tenant_id, won["perform_endpoint_id"], perform_data(op),
                                               operation_id=op.id, now=now)
             await conn.execute("UPDATE operations SET perform_message_id = $3 WHERE tenant_id = $1 AND id = $2",
                                tenant_id, operation_id, message_id)
