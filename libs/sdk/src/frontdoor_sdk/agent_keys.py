@@ -25,8 +25,8 @@ import msgspec
 from joserfc.errors import JoseError
 from joserfc.jwk import JWKRegistry, Key, KeySet
 
+from frontdoor_sdk._frontdoor_call import Unavailable, decode_answer, post
 from frontdoor_sdk.clock import Clock, epoch_seconds
-from frontdoor_sdk.introspection import retry_after_of
 
 __all__ = ["AgentKeys", "AgentKeysCache", "AgentKeysRefused", "AgentKeysUnavailable", "AgentRefused"]
 
@@ -37,16 +37,12 @@ _DEFAULT_MAX_CLIENTS: Final = 1000
 _PRIVATE_MEMBERS: Final = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth", "k"})
 
 
-class AgentKeysUnavailable(Exception):
+class AgentKeysUnavailable(Unavailable):
     """Frontdoor gave no usable answer (network, 429, 5xx, malformed): answer 503.
 
     Attributes:
         retry_after: Frontdoor's ``Retry-After`` in whole seconds, when it sent one.
     """
-
-    def __init__(self, message: str, retry_after: str | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 class AgentRefused(Exception):
@@ -205,31 +201,26 @@ class AgentKeysCache:
         body: dict[str, Any] = {"client_id": client_id}
         if refresh:
             body["refresh"] = True
-        try:
-            response = await self._http.post(
-                self._url,
-                json=body,
-                headers={"Authorization": self._authorization, "Accept": "application/json"},
-                timeout=self._timeout,
-                follow_redirects=False,
-            )
-        except httpx.HTTPError as failure:
-            _LOG.warning("frontdoor_sdk: agent-keys failed: %s", type(failure).__name__)
-            raise AgentKeysUnavailable("agent-keys could not be reached") from None
+        response = await post(
+            self._http,
+            self._url,
+            json=body,
+            authorization=self._authorization,
+            seconds=self._timeout,
+            endpoint="agent-keys",
+            unavailable=AgentKeysUnavailable,
+        )
         if response.status_code == 403 and _error_of(response.content) == "invalid_client":
             raise AgentRefused("Frontdoor refuses this agent")
-        if response.status_code in (401, 403):
-            _LOG.error("frontdoor_sdk: Frontdoor refused the resource-server credential (HTTP %s)",
-                       response.status_code)
-            raise AgentKeysRefused("the resource-server credential was refused")
-        if response.status_code != 200 or len(response.content) > _MAX_BYTES:
-            _LOG.warning("frontdoor_sdk: agent-keys answered HTTP %s", response.status_code)
-            raise AgentKeysUnavailable("agent-keys answered no keys", retry_after_of(response))
-        try:
-            answer = msgspec.json.decode(response.content, type=_Answer)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            _LOG.warning("frontdoor_sdk: agent-keys answered a malformed document")
-            raise AgentKeysUnavailable("agent-keys answered a malformed document") from None
+        answer = decode_answer(
+            response,
+            _Answer,
+            endpoint="agent-keys",
+            nothing="no keys",
+            max_bytes=_MAX_BYTES,
+            unavailable=AgentKeysUnavailable,
+            refused=AgentKeysRefused,
+        )
         if answer.client_id != client_id:
             _LOG.warning("frontdoor_sdk: agent-keys answered about another client")
             raise AgentKeysUnavailable("agent-keys answered about another client")

@@ -9,28 +9,24 @@ well-formed answer is :class:`IntrospectionUnavailable`, never "allow".
 
 from __future__ import annotations
 
-import logging
 from typing import Final, Literal
 
 import httpx
 import msgspec
 
+from frontdoor_sdk._frontdoor_call import Unavailable, decode_answer, post
+
 __all__ = ["IntrospectionRefused", "IntrospectionUnavailable", "Introspector", "SessionState"]
 
-_LOG: Final = logging.getLogger("frontdoor_sdk")
 _MAX_BYTES: Final = 64 * 1024
 
 
-class IntrospectionUnavailable(Exception):
+class IntrospectionUnavailable(Unavailable):
     """Frontdoor did not answer usably (network, 429, 5xx, malformed): answer 503.
 
     Attributes:
         retry_after: Frontdoor's ``Retry-After`` in whole seconds, when it sent one.
     """
-
-    def __init__(self, message: str, retry_after: str | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 class IntrospectionRefused(Exception):
@@ -75,12 +71,6 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     token_type: Literal["DPoP", "Bearer"] | None = None
 
 
-def retry_after_of(response: httpx.Response) -> str | None:
-    """Frontdoor's ``Retry-After`` when it is whole seconds (at most six digits), else ``None``."""
-    value = response.headers.get("retry-after", "")
-    return value if value.isascii() and value.isdigit() and len(value) <= 6 else None
-
-
 class Introspector:
     """Asks Frontdoor about Session Tokens.
 
@@ -113,27 +103,21 @@ class Introspector:
             IntrospectionUnavailable: No usable answer; fail closed.
             IntrospectionRefused: The credential was refused.
         """
-        try:
-            response = await self._http.post(
-                self._url,
-                data={"token": token, "token_type_hint": "access_token"},
-                headers={"Authorization": self._authorization, "Accept": "application/json"},
-                timeout=self._timeout,
-                follow_redirects=False,
-            )
-        except httpx.HTTPError as failure:
-            _LOG.warning("frontdoor_sdk: introspection failed: %s", type(failure).__name__)
-            raise IntrospectionUnavailable("introspection could not be reached") from None
-        if response.status_code in (401, 403):
-            _LOG.error(
-                "frontdoor_sdk: Frontdoor refused the resource-server credential (HTTP %s)", response.status_code
-            )
-            raise IntrospectionRefused("the resource-server credential was refused")
-        if response.status_code != 200 or len(response.content) > _MAX_BYTES:
-            _LOG.warning("frontdoor_sdk: introspection answered HTTP %s", response.status_code)
-            raise IntrospectionUnavailable("introspection answered no state", retry_after_of(response))
-        try:
-            return msgspec.json.decode(response.content, type=SessionState)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            _LOG.warning("frontdoor_sdk: introspection answered a malformed document")
-            raise IntrospectionUnavailable("introspection answered a malformed document") from None
+        response = await post(
+            self._http,
+            self._url,
+            data={"token": token, "token_type_hint": "access_token"},
+            authorization=self._authorization,
+            seconds=self._timeout,
+            endpoint="introspection",
+            unavailable=IntrospectionUnavailable,
+        )
+        return decode_answer(
+            response,
+            SessionState,
+            endpoint="introspection",
+            nothing="no state",
+            max_bytes=_MAX_BYTES,
+            unavailable=IntrospectionUnavailable,
+            refused=IntrospectionRefused,
+        )

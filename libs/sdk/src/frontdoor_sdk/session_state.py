@@ -10,30 +10,24 @@ belongs to this client. It fails closed: anything but a well-formed answer is
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Final, Literal
 
 import httpx
 import msgspec
 
-from frontdoor_sdk.introspection import retry_after_of
+from frontdoor_sdk._frontdoor_call import Unavailable, decode_answer, post
 
 __all__ = ["DelegatedState", "SessionStateClient", "SessionStateRefused", "SessionStateUnavailable"]
 
-_LOG: Final = logging.getLogger("frontdoor_sdk")
 _MAX_BYTES: Final = 64 * 1024
 
 
-class SessionStateUnavailable(Exception):
+class SessionStateUnavailable(Unavailable):
     """Frontdoor gave no usable answer (network, 429, 5xx, malformed): answer 503.
 
     Attributes:
         retry_after: Frontdoor's ``Retry-After`` in whole seconds, when it sent one.
     """
-
-    def __init__(self, message: str, retry_after: str | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 class SessionStateRefused(Exception):
@@ -113,27 +107,21 @@ class SessionStateClient:
             body["agent_id"] = agent_id
         if sgn is not None:
             body["sgn"] = sgn
-        try:
-            response = await self._http.post(
-                self._url,
-                json=body,
-                headers={"Authorization": self._authorization, "Accept": "application/json"},
-                timeout=self._timeout,
-                follow_redirects=False,
-            )
-        except httpx.HTTPError as failure:
-            _LOG.warning("frontdoor_sdk: session-state failed: %s", type(failure).__name__)
-            raise SessionStateUnavailable("session-state could not be reached") from None
-        if response.status_code in (401, 403):
-            _LOG.error(
-                "frontdoor_sdk: Frontdoor refused the resource-server credential (HTTP %s)", response.status_code
-            )
-            raise SessionStateRefused("the resource-server credential was refused")
-        if response.status_code != 200 or len(response.content) > _MAX_BYTES:
-            _LOG.warning("frontdoor_sdk: session-state answered HTTP %s", response.status_code)
-            raise SessionStateUnavailable("session-state answered no state", retry_after_of(response))
-        try:
-            return msgspec.json.decode(response.content, type=DelegatedState)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            _LOG.warning("frontdoor_sdk: session-state answered a malformed document")
-            raise SessionStateUnavailable("session-state answered a malformed document") from None
+        response = await post(
+            self._http,
+            self._url,
+            json=body,
+            authorization=self._authorization,
+            seconds=self._timeout,
+            endpoint="session-state",
+            unavailable=SessionStateUnavailable,
+        )
+        return decode_answer(
+            response,
+            DelegatedState,
+            endpoint="session-state",
+            nothing="no state",
+            max_bytes=_MAX_BYTES,
+            unavailable=SessionStateUnavailable,
+            refused=SessionStateRefused,
+        )
