@@ -27,7 +27,6 @@ from typing import Any, Literal
 import asyncpg
 from frontdoor_identity import ClientMetadata, record_seen
 from frontdoor_protocol.access_token import ACCESS_TOKEN_LIFETIME, AccessTokenClaims, mint_access_token
-from frontdoor_protocol.dpop_proof import verify_dpop_proof
 from frontdoor_protocol.errors import ProtocolError
 from frontdoor_protocol.protected_resource_metadata import domain_resource
 from frontdoor_protocol.session_token import Confirmation
@@ -35,7 +34,8 @@ from frontdoor_tenancy import domain_claims
 
 from .dpop_nonce import NonceSource
 from .signer_cache import IssuerKeys
-from .token_endpoint import SKEW, GrantDeps, GrantOutcome, GrantRefused, OneTimeValue, TenantIssuer
+from .token_binding import check_token_proof
+from .token_endpoint import GrantDeps, GrantOutcome, OneTimeValue, TenantIssuer
 from .token_request import TokenRequest
 
 __all__ = [
@@ -119,7 +119,6 @@ def bind_access_token(nonces: NonceSource, tenant: TenantIssuer, req: TokenReque
         ProtocolError: ``invalid_target``, ``invalid_dpop_proof``.
         GrantRefused: ``use_dpop_nonce`` with the ``DPoP-Nonce`` to use.
     """
-    s = tenant.settings
     audience = tenant.issuer
     if req.resource is not None:
         if req.resource not in (resources or []):
@@ -127,21 +126,8 @@ def bind_access_token(nonces: NonceSource, tenant: TenantIssuer, req: TokenReque
         audience = req.resource
     if not req.dpop:
         return AccessBinding(audience=audience, jkt=None, one_time=None)
-    if len(req.dpop) != 1:
-        raise ProtocolError("invalid_dpop_proof", "Send exactly one DPoP proof.")
-    accepted = nonces.accepted(tenant.tenant_id, now) if s.dpop_nonce_required else None
-    try:
-        proof = verify_dpop_proof(req.dpop[0], method="POST", url=tenant.token_endpoint, now=now,
-                                  access_token=None, nonce=accepted, require_nonce=s.dpop_nonce_required)
-    except ProtocolError as exc:
-        if exc.code == "use_dpop_nonce":
-            raise GrantRefused(exc, {"DPoP-Nonce": nonces.current(tenant.tenant_id, now)}) from None
-        raise
-    headers = {"DPoP-Nonce": nonces.current(tenant.tenant_id, now)} if s.dpop_nonce_required else {}
-    one_time = OneTimeValue("dpop", f"{tenant.tenant_id}\x00{proof.jkt}", proof.jti,
-                            max(proof.accept_until - now, 1) + SKEW,
-                            ProtocolError("invalid_dpop_proof", "The DPoP proof was already used."))
-    return AccessBinding(audience=audience, jkt=proof.jkt, one_time=one_time, headers=headers)
+    proof = check_token_proof(nonces, tenant, req.dpop, now=now)
+    return AccessBinding(audience=audience, jkt=proof.jkt, one_time=proof.one_time, headers=proof.headers)
 
 
 async def access_token_response(conn: asyncpg.Connection, keys: IssuerKeys, tenant: TenantIssuer,

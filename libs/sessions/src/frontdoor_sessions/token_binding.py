@@ -21,7 +21,7 @@ from .dpop_nonce import NonceSource
 from .token_endpoint import SKEW, GrantRefused, OneTimeValue, TenantIssuer
 from .token_request import TokenRequest
 
-__all__ = ["TokenBinding", "bind_token"]
+__all__ = ["TokenBinding", "TokenProof", "bind_token", "check_token_proof"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,19 +63,46 @@ def bind_token(nonces: NonceSource, tenant: TenantIssuer, req: TokenRequest, *, 
         bearer = not api.supports_dpop
     if bearer:
         return TokenBinding(audience=audience, resource=req.resource, bearer=True, jkt=None, one_time=None)
-    if len(req.dpop) != 1:
+    proof = check_token_proof(nonces, tenant, req.dpop, now=now)
+    return TokenBinding(audience=audience, resource=req.resource, bearer=False, jkt=proof.jkt,
+                        one_time=proof.one_time, headers=proof.headers)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenProof:
+    """A token request's verified DPoP proof.
+
+    Attributes:
+        jkt: The proof key's thumbprint, to bind (``cnf.jkt``).
+        one_time: The proof's ``jti`` to claim.
+        headers: Headers for the response (a fresh ``DPoP-Nonce`` when the tenant requires nonces).
+    """
+
+    jkt: str
+    one_time: OneTimeValue
+    headers: dict[str, str]
+
+
+def check_token_proof(nonces: NonceSource, tenant: TenantIssuer, dpop: tuple[str, ...], *, now: int) -> TokenProof:
+    """Check the one DPoP proof of a token request (``POST`` at the token endpoint, no ``ath``).
+
+    Raises:
+        ProtocolError: ``invalid_dpop_proof``.
+        GrantRefused: ``use_dpop_nonce`` with the ``DPoP-Nonce`` to use.
+    """
+    required = tenant.settings.dpop_nonce_required
+    if len(dpop) != 1:
         raise ProtocolError("invalid_dpop_proof", "Send exactly one DPoP proof.")
-    accepted = nonces.accepted(tenant.tenant_id, now) if s.dpop_nonce_required else None
+    accepted = nonces.accepted(tenant.tenant_id, now) if required else None
     try:
-        proof = verify_dpop_proof(req.dpop[0], method="POST", url=tenant.token_endpoint, now=now,
-                                  access_token=None, nonce=accepted, require_nonce=s.dpop_nonce_required)
+        proof = verify_dpop_proof(dpop[0], method="POST", url=tenant.token_endpoint, now=now,
+                                  access_token=None, nonce=accepted, require_nonce=required)
     except ProtocolError as exc:
         if exc.code == "use_dpop_nonce":
             raise GrantRefused(exc, {"DPoP-Nonce": nonces.current(tenant.tenant_id, now)}) from None
         raise
-    headers = {"DPoP-Nonce": nonces.current(tenant.tenant_id, now)} if s.dpop_nonce_required else {}
+    headers = {"DPoP-Nonce": nonces.current(tenant.tenant_id, now)} if required else {}
     one_time = OneTimeValue("dpop", f"{tenant.tenant_id}\x00{proof.jkt}", proof.jti,
                             max(proof.accept_until - now, 1) + SKEW,
                             ProtocolError("invalid_dpop_proof", "The DPoP proof was already used."))
-    return TokenBinding(audience=audience, resource=req.resource, bearer=False, jkt=proof.jkt, one_time=one_time,
-                        headers=headers)
+    return TokenProof(jkt=proof.jkt, one_time=one_time, headers=headers)
