@@ -20,6 +20,7 @@ from typing import Any, Final
 import msgspec
 import redis.asyncio as aioredis
 import structlog
+from frontdoor_core.channel_listener import ChannelListener
 
 __all__ = ["CHANNEL", "DELTA_TTL_SECONDS", "ConversationWaiters", "Subscription", "publish_changed",
            "publish_delta", "recent_deltas"]
@@ -84,44 +85,21 @@ class ConversationWaiters:
     """This process's readers, woken by the channel or directly."""
 
     def __init__(self, redis: aioredis.Redis) -> None:
-        self._redis = redis
         self._readers: dict[str, set[Subscription]] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._listener = ChannelListener(redis, CHANNEL, self._dispatch, name="conversations-listener",
+                                         log=_log, retry_event="conversations.listener_retry")
 
     async def start(self) -> None:
         """Subscribe in the background (reconnecting after a Redis outage)."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._listen(), name="conversations-listener")
+        await self._listener.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
+        """Stop listening."""
+        await self._listener.stop()
 
     @property
     def readers(self) -> int:
         return sum(len(s) for s in self._readers.values())
-
-    async def _listen(self) -> None:
-        while True:
-            try:
-                pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
-                await pubsub.subscribe(CHANNEL)
-                try:
-                    while True:
-                        message = await pubsub.get_message(timeout=5.0)
-                        if message is not None and message.get("type") == "message":
-                            self._dispatch(message.get("data"))
-                finally:
-                    with contextlib.suppress(Exception):
-                        await pubsub.aclose()  # type: ignore[no-untyped-call]
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                _log.warning("conversations.listener_retry")
-                await asyncio.sleep(1.0)
 
     def _dispatch(self, data: Any) -> None:
         try:

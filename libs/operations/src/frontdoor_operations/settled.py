@@ -10,11 +10,11 @@ the operation from PostgreSQL, the record, when it wakes or times out.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from typing import Final
+from typing import Any, Final
 
 import redis.asyncio as aioredis
 import structlog
+from frontdoor_core.channel_listener import ChannelListener
 
 __all__ = ["CHANNEL", "OutcomeWaiters", "publish_settled"]
 
@@ -34,42 +34,20 @@ class OutcomeWaiters:
     """One process's waiters, woken by the channel or directly by this process."""
 
     def __init__(self, redis: aioredis.Redis) -> None:
-        self._redis = redis
         self._waiting: dict[str, set[asyncio.Event]] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._listener = ChannelListener(redis, CHANNEL, self._on_message, name="operations-settled-listener",
+                                         log=_log, retry_event="operations.settled_listener_retry")
 
     async def start(self) -> None:
         """Subscribe (in the background; reconnecting after a Redis outage)."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._listen(), name="operations-settled-listener")
+        await self._listener.start()
 
     async def stop(self) -> None:
         """Stop listening."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
+        await self._listener.stop()
 
-    async def _listen(self) -> None:
-        while True:
-            try:
-                pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
-                await pubsub.subscribe(CHANNEL)
-                try:
-                    while True:
-                        message = await pubsub.get_message(timeout=5.0)
-                        if message is not None and message.get("type") == "message":
-                            data = message.get("data")
-                            self.wake(data.decode() if isinstance(data, bytes) else str(data))
-                finally:
-                    with contextlib.suppress(Exception):
-                        await pubsub.aclose()  # type: ignore[no-untyped-call]
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                _log.warning("operations.settled_listener_retry")
-                await asyncio.sleep(1.0)
+    def _on_message(self, data: Any) -> None:
+        self.wake(data.decode() if isinstance(data, bytes) else str(data))
 
     def wake(self, operation_id: str) -> None:
         """Wake this process's waiters on ``operation_id``."""

@@ -1,0 +1,48 @@
+"""`ChannelListener`, the one Redis pub/sub subscription per process behind the wake-up hubs
+(a waiting confirm's outcome, a conversation's readers): payloads reach the callback, a lost
+subscription is taken up again, and stop ends the background task."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+
+import redis.asyncio as aioredis
+import structlog
+from frontdoor_core.channel_listener import ChannelListener
+from frontdoor_core.runtime import Runtime
+
+
+async def _publish_until_heard(runtime: Runtime, channel: str, payload: bytes, heard: asyncio.Queue[object]) -> object:
+    async with asyncio.timeout(10):
+        while True:  # the subscription starts in the background: publish until it listens
+            await runtime.redis.publish(channel, payload)
+            try:
+                return await asyncio.wait_for(heard.get(), 0.2)
+            except TimeoutError:
+                continue
+
+
+async def test_payloads_reach_the_callback_across_a_lost_subscription_until_stopped(runtime: Runtime) -> None:
+    channel = f"test:channel-listener:{secrets.token_hex(4)}"
+    heard: asyncio.Queue[object] = asyncio.Queue()
+    name = f"listener-{secrets.token_hex(4)}"
+    own = aioredis.Redis.from_url(runtime.settings.redis_url, client_name=name)
+    listener = ChannelListener(own, channel, heard.put_nowait, name="test-listener",
+                               log=structlog.get_logger("test"), retry_event="test.listener_retry")
+    await listener.start()
+    try:
+        assert await _publish_until_heard(runtime, channel, b"op_1", heard) == b"op_1"
+        ours = [c["id"] for c in await runtime.redis.client_list(_type="pubsub") if c.get("name") == name]
+        assert ours
+        for client_id in ours:  # only this listener's subscription: the Redis connection is lost
+            await runtime.redis.client_kill_filter(_id=client_id)
+        assert await _publish_until_heard(runtime, channel, b"op_2", heard) == b"op_2"
+    finally:
+        await listener.stop()
+        await own.aclose()
+    while not heard.empty():
+        heard.get_nowait()
+    await runtime.redis.publish(channel, b"op_3")
+    await asyncio.sleep(0.3)
+    assert heard.empty()
