@@ -40,12 +40,19 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from typing import Final
-from urllib.parse import parse_qsl
 
 import httpx
 import msgspec
 from frontdoor_protocol.https_url import UrlProblem, https_url_problem
-from frontdoor_protocol.scopes import parse_scope
+
+from frontdoor_sdk._browser_join_common import (
+    check_cookie_name,
+    cookie_value,
+    expired_cookie,
+    form_assertion,
+    granted_scopes,
+    set_cookie,
+)
 
 __all__ = [
     "BROWSER_COOKIE",
@@ -61,8 +68,6 @@ BROWSER_COOKIE: Final = "__Host-poppy-browser"
 """The cookie's name: ``__Host-`` makes browsers insist on ``Secure``, ``Path=/`` and no ``Domain``."""
 
 _LOG: Final = logging.getLogger("frontdoor_sdk")
-_FORM: Final = "application/x-www-form-urlencoded"
-_MAX_BODY: Final = 16 * 1024
 _MAX_ANSWER: Final = 64 * 1024
 _MAX_COOKIE: Final = 1024
 _NO_STORE: Final = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
@@ -167,24 +172,9 @@ def _session(state: _State) -> BrowserSession | None:
     if not state.active or not state.client_id or not state.sub or not state.sid:
         return None
     signed_in = state.signed_in and state.account is not None
-    try:
-        scopes = frozenset(parse_scope(state.scope)) if signed_in and state.scope else frozenset()
-    except ValueError:
-        scopes = frozenset()
+    scopes = granted_scopes(signed_in, state.scope)
     return BrowserSession(client_id=state.client_id, user_id=state.sub, session_id=state.sid, signed_in=signed_in,
                           account=state.account if signed_in else None, scopes=scopes)
-
-
-def _assertion(body: bytes, content_type: str | None) -> str | None:
-    media = (content_type or "").split(";", 1)[0].strip().lower()
-    if media != _FORM or len(body) > _MAX_BODY:
-        return None
-    try:
-        pairs = parse_qsl(body.decode("ascii"), keep_blank_values=True, max_num_fields=20)
-    except (UnicodeDecodeError, ValueError):
-        return None
-    values = [value for name, value in pairs if name == "assertion"]
-    return values[0] if len(values) == 1 and values[0] else None
 
 
 def _safe_location(url: str) -> bool:
@@ -198,12 +188,8 @@ def _cookie_token(value: str) -> bool:
 
 def read_cookie(cookie_header: str | None, name: str = BROWSER_COOKIE) -> str | None:
     """The browser session token in a ``Cookie`` header, or ``None``."""
-    for part in (cookie_header or "").split(";"):
-        key, sep, value = part.strip().partition("=")
-        if sep and key == name:
-            value = value.strip().strip('"')
-            return value if _cookie_token(value) else None
-    return None
+    value = cookie_value(cookie_header, name)
+    return value if value is not None and _cookie_token(value) else None
 
 
 class BrowserJoin:
@@ -225,8 +211,7 @@ class BrowserJoin:
             raise ValueError("credential is required: create a resource-server credential in the console")
         if not issuer or issuer.endswith("/"):
             raise ValueError("issuer must be your Frontdoor issuer URL, without a trailing slash")
-        if not cookie_name or not all(c.isalnum() or c in "-_" for c in cookie_name):
-            raise ValueError("cookie_name must be letters, digits, - and _")
+        check_cookie_name(cookie_name)
         self._verify_url = f"{issuer}/browser/verify"
         self._state_url = f"{issuer}/browser/state"
         self._authorization = f"Bearer {credential}"
@@ -249,14 +234,9 @@ class BrowserJoin:
     async def __aexit__(self, *_: object) -> None:
         await self.aclose()
 
-    def _cookie(self, token: str) -> str:
-        # No Max-Age or Expires: the cookie lives no longer than the browser, and its
-        # Session's end makes it worthless at once (every view asks Frontdoor).
-        return f"{self.cookie_name}={token}; Path=/; Secure; HttpOnly; SameSite=Lax"
-
     def expired_cookie(self) -> str:
         """A ``Set-Cookie`` value that deletes the browser's cookie."""
-        return f"{self.cookie_name}=; Path=/; Max-Age=0; Secure; HttpOnly; SameSite=Lax"
+        return expired_cookie(self.cookie_name)
 
     async def _ask(self, url: str, form: dict[str, str]) -> httpx.Response:
         try:
@@ -286,7 +266,7 @@ class BrowserJoin:
             without one.
         """
         html = {**_NO_STORE, "Content-Type": "text/html; charset=utf-8"}
-        assertion = _assertion(body, content_type)
+        assertion = form_assertion(body, content_type)
         if assertion is None:
             return BrowserAnswer(400, html, _REFUSED_PAGE, reason="malformed_request")
         try:
@@ -312,7 +292,7 @@ class BrowserJoin:
                 or not _safe_location(joined.return_to):
             _LOG.warning("frontdoor_sdk: Frontdoor's browser join answer was malformed")
             return BrowserAnswer(503, {**html, "Retry-After": "5"}, _UNAVAILABLE_PAGE, reason="unavailable")
-        headers = {**_NO_STORE, "Location": joined.return_to, "Set-Cookie": self._cookie(joined.browser_session)}
+        headers = {**_NO_STORE, "Location": joined.return_to, "Set-Cookie": set_cookie(self.cookie_name, joined.browser_session)}
         return BrowserAnswer(303, headers, session=session)
 
     async def view(self, cookie_header: str | None) -> BrowserView:

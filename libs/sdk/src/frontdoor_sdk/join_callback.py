@@ -43,7 +43,6 @@ import logging
 import secrets
 from dataclasses import dataclass, field
 from typing import Final
-from urllib.parse import parse_qsl
 
 import httpx
 import msgspec
@@ -51,8 +50,15 @@ from frontdoor_protocol.base64url import b64url_decode, b64url_encode
 from frontdoor_protocol.errors import ProtocolError
 from frontdoor_protocol.join_assertion import JoinClaims, verify_join_assertion
 from frontdoor_protocol.jws_verification import UnknownKeyId
-from frontdoor_protocol.scopes import parse_scope
 
+from frontdoor_sdk._browser_join_common import (
+    check_cookie_name,
+    cookie_value,
+    expired_cookie,
+    form_assertion,
+    granted_scopes,
+    set_cookie,
+)
 from frontdoor_sdk.clock import Clock, epoch_seconds, utc_now
 from frontdoor_sdk.jwks_cache import JwksCache, JwksUnavailable
 from frontdoor_sdk.replay_cache import InMemoryReplayCache, ReplayCache
@@ -64,8 +70,6 @@ JOIN_COOKIE: Final = "__Host-poppy-join"
 """The cookie's name: ``__Host-`` makes browsers insist on ``Secure``, ``Path=/`` and no ``Domain``."""
 
 _LOG: Final = logging.getLogger("frontdoor_sdk")
-_FORM: Final = "application/x-www-form-urlencoded"
-_MAX_BODY: Final = 16 * 1024
 _MAX_COOKIE: Final = 3072
 _MAX_AGE: Final = 24 * 3600
 _HTML: Final = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer", "Content-Type": "text/html; charset=utf-8"}
@@ -157,18 +161,6 @@ class _Cookie(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     g: str | None = None  # sgn
 
 
-def _assertion(body: bytes, content_type: str | None) -> str | None:
-    media = (content_type or "").split(";", 1)[0].strip().lower()
-    if media != _FORM or len(body) > _MAX_BODY:
-        return None
-    try:
-        pairs = parse_qsl(body.decode("ascii"), keep_blank_values=True, max_num_fields=20)
-    except (UnicodeDecodeError, ValueError):
-        return None
-    values = [value for name, value in pairs if name == "assertion"]
-    return values[0] if len(values) == 1 and values[0] else None
-
-
 class JoinCallback:
     """Receives 1.0 browser joins and tells your pages who drives the browser.
 
@@ -196,8 +188,7 @@ class JoinCallback:
             raise ValueError("cookie_secret needs at least 32 random bytes")
         if not landing.startswith("/") or landing.startswith("//"):
             raise ValueError("landing must be a path of your site, such as /")
-        if not cookie_name or not all(c.isalnum() or c in "-_" for c in cookie_name):
-            raise ValueError("cookie_name must be letters, digits, - and _")
+        check_cookie_name(cookie_name)
         self._issuer = issuer
         self._callback_url = callback_url
         self._key = hashlib.sha256(b"frontdoor-sdk/join-cookie/v1\x00" + cookie_secret).digest()
@@ -226,7 +217,7 @@ class JoinCallback:
 
     def expired_cookie(self) -> str:
         """A ``Set-Cookie`` value that deletes the browser's cookie."""
-        return f"{self.cookie_name}=; Path=/; Max-Age=0; Secure; HttpOnly; SameSite=Lax"
+        return expired_cookie(self.cookie_name)
 
     def _seal(self, payload: _Cookie) -> str:
         body = b64url_encode(msgspec.json.encode(payload))
@@ -269,7 +260,7 @@ class JoinCallback:
             body: The raw request body (a form with ``assertion``).
             content_type: The request's ``Content-Type``.
         """
-        assertion = _assertion(body, content_type)
+        assertion = form_assertion(body, content_type)
         if assertion is None:
             return JoinAnswer(400, dict(_HTML), _REFUSED_PAGE, reason="malformed_request")
         try:
@@ -290,9 +281,8 @@ class JoinCallback:
                               reason="unavailable")
         if browser is None:
             return JoinAnswer(400, dict(_HTML), _REFUSED_PAGE, reason="session_not_live")
-        cookie = f"{self.cookie_name}={self._seal(payload)}; Path=/; Secure; HttpOnly; SameSite=Lax"
         headers = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer", "Location": self._landing,
-                   "Set-Cookie": cookie}
+                   "Set-Cookie": set_cookie(self.cookie_name, self._seal(payload))}
         return JoinAnswer(303, headers, browser=browser)
 
     async def _check(self, payload: _Cookie) -> JoinedBrowser | None:
@@ -309,10 +299,7 @@ class JoinCallback:
         if state.state != "active" or state.session != payload.f:
             return None
         signed_in = payload.g is not None and state.signed_in and state.account == payload.n
-        try:
-            scopes = frozenset(parse_scope(payload.p)) if signed_in and payload.p else frozenset()
-        except ValueError:
-            scopes = frozenset()
+        scopes = granted_scopes(signed_in, payload.p)
         return JoinedBrowser(client_id=payload.c, user_id=payload.u, sid=payload.s, frontdoor_session_id=payload.f,
                              agent_id=payload.a, signed_in=signed_in, account=payload.n if signed_in else None,
                              scopes=scopes)
@@ -323,12 +310,7 @@ class JoinCallback:
         Raises:
             JoinStateUnavailable: Frontdoor did not answer: answer 503, never assume.
         """
-        value = None
-        for part in (cookie_header or "").split(";"):
-            key, sep, raw = part.strip().partition("=")
-            if sep and key == self.cookie_name:
-                value = raw.strip().strip('"')
-                break
+        value = cookie_value(cookie_header, self.cookie_name)
         if value is None:
             return JoinView(None)
         payload = self._open(value)
