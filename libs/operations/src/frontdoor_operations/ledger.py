@@ -374,22 +374,25 @@ async def confirm(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *
     """
     try:
         async with conn.transaction():
+            # One statement: the compare-and-set answers the operation as it leaves it, with its
+            # revision and the kind's perform endpoint (a kind with operations is never deleted).
             won = await conn.fetchrow(
-                "UPDATE operations SET state = 'in_progress', confirmed_revision = revision, approved_by = $4,"
-                " confirmed_at = $5, confirmed_via = $6, account_id = coalesce(account_id, $7),"
+                "WITH o AS (UPDATE operations SET state = 'in_progress', confirmed_revision = revision,"  # noqa: S608
+                " approved_by = $4, confirmed_at = $5, confirmed_via = $6, account_id = coalesce(account_id, $7),"
                 " sequence = sequence + 1, updated_at = $5"
                 " WHERE tenant_id = $1 AND id = $2 AND state = 'proposed' AND revision = $3 AND expires_at > $5"
-                " AND (account_id IS NULL OR $7::text IS NULL OR account_id = $7)"
-                # The kind's perform endpoint in the same statement (the kind cannot go: operations use it).
-                " RETURNING (SELECT k.perform_endpoint_id FROM operation_kinds k"
-                " WHERE k.tenant_id = operations.tenant_id AND k.name = operations.kind) AS perform_endpoint_id",
+                " AND (account_id IS NULL OR $7::text IS NULL OR account_id = $7) RETURNING *)"
+                f" SELECT {_OP_COLS}, k.perform_endpoint_id AS kind_perform_endpoint_id FROM o"
+                " JOIN operation_revisions r ON r.operation_id = o.id AND r.revision = o.revision"
+                " JOIN operation_kinds k ON k.tenant_id = o.tenant_id AND k.name = o.kind",
                 tenant_id, operation_id, revision, approved_by, now, via, account)
             if won is None:
                 return await _must(conn, tenant_id, operation_id), None
-            assert won["perform_endpoint_id"] is not None  # a kind with operations is never deleted
-            op = await _must(conn, tenant_id, operation_id)
-            message_id = await events.perform(conn, tenant_id, won["perform_endpoint_id"], perform_data(op),
-                                              operation_id=op.id, now=now)
+            fields = dict(won)
+            endpoint_id = fields.pop("kind_perform_endpoint_id")
+            op = msgspec.convert(fields, Operation)
+            message_id = await events.perform(conn, tenant_id, endpoint_id, perform_data(op), operation_id=op.id,
+                                              now=now)
             await conn.execute("UPDATE operations SET perform_message_id = $3 WHERE tenant_id = $1 AND id = $2",
                                tenant_id, operation_id, message_id)
             op = msgspec.structs.replace(op, perform_message_id=message_id)
@@ -422,16 +425,18 @@ async def _finish(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *
             "SELECT perform_message_id FROM operations WHERE tenant_id = $1 AND id = $2", tenant_id, operation_id)
         if perform_message_id is not None:
             await lock_message(conn, tenant_id, perform_message_id)
-        changed = await conn.fetchval(
-            "UPDATE operations SET state = $3, result = $5, finished_at = $6, sequence = sequence + 1,"
-            " updated_at = $6, attention = NULL WHERE tenant_id = $1 AND id = $2 AND state = $4"
-            " RETURNING coalesce(perform_message_id, '')",
+        # The UPDATE answers the operation as it leaves it, with its revision (one statement).
+        row = await conn.fetchrow(
+            "WITH o AS (UPDATE operations SET state = $3, result = $5, finished_at = $6, sequence = sequence + 1,"  # noqa: S608
+            " updated_at = $6, attention = NULL WHERE tenant_id = $1 AND id = $2 AND state = $4 RETURNING *)"
+            f" SELECT {_OP_COLS} FROM o JOIN operation_revisions r ON r.operation_id = o.id"
+            " AND r.revision = o.revision",
             tenant_id, operation_id, state, from_state, result, now)
-        if changed is None:
+        if row is None:
             return None
-        if changed:
-            await _stop_performing(conn, tenant_id, changed, now)
-        op = await _must(conn, tenant_id, operation_id)
+        op = _op(row)
+        if op.perform_message_id:
+            await _stop_performing(conn, tenant_id, op.perform_message_id, now)
         await events.emit(conn, tenant_id, f"operation.{state}", event_data(op), now=now)
     return op
 
