@@ -294,6 +294,7 @@ async def test_plain_http_to_loopback_only_in_development_mode() -> None:
         not_loopback = await _error(dev, plain.url("/agent.json", host="agent.test"))
 
     assert result.body == DOC
-    assert refused.code == FetchErrorCode.NOT_HTTPS
+    # In production ``localhost`` is a loopback address whatever the scheme: refused as such before the scheme.
+    assert refused.code == FetchErrorCode.BLOCKED_ADDRESS
     assert not_loopback.code == FetchErrorCode.NOT_HTTPS
     assert len(plain.requests) == 1

@@ -278,6 +278,7 @@ def test_error_codes_are_stable_strings() -> None:
         "bad_status",
         "not_json",
         "http_error",
+        "target_busy",
     }
     error = FetchError(FetchErrorCode.BAD_STATUS, "status 404", status=404)
     assert error.code == "bad_status"
