@@ -348,8 +348,15 @@ def test_a_dead_endpoint_does_not_delay_another_tenants_deliveries(pipe: Pipelin
             lags = []
             for round_no in range(5):
                 lags.append(await round_trip(str(round_no), bound * 3))
-            timeouts = int(await pool.fetchval(
-                "SELECT count(*) FROM webhook_attempts WHERE endpoint_id = $1 AND error_class = 'timeout'", dead))
+            # The dead endpoint's attempts time out after 1 s each; on a quiet machine the five rounds can
+            # finish before the first of them is recorded, so wait for it (bounded) rather than sample once.
+            timeouts = 0
+            until = time.monotonic() + min(15.0, budget.left())
+            while timeouts == 0 and time.monotonic() < until:
+                timeouts = int(await pool.fetchval(
+                    "SELECT count(*) FROM webhook_attempts WHERE endpoint_id = $1 AND error_class = 'timeout'", dead))
+                if timeouts == 0:
+                    await asyncio.sleep(0.2)
         finally:
             await pool.close()
             pipe.receiver.control("dead", delay=0.0)  # let it recover for the next cases
