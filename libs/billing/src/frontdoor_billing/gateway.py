@@ -108,10 +108,12 @@ class StripeGateway:
 
     async def invoices(self, *, customer_id: str, limit: int = 12) -> list[Invoice]:
         page = await self._call(self._client.v1.invoices.list, customer=customer_id, limit=limit)
-        return [Invoice(id=str(i.id), number=i.get("number"), status=i.get("status"),
+        # In stripe 16 a StripeObject is no dict (no .get): read each invoice as one.
+        rows = [i.to_dict() for i in page.data]
+        return [Invoice(id=str(i["id"]), number=i.get("number"), status=i.get("status"),
                         amount_due=int(i.get("amount_due") or 0), amount_paid=int(i.get("amount_paid") or 0),
                         currency=str(i.get("currency") or ""), created=int(i.get("created") or 0),
-                        hosted_invoice_url=i.get("hosted_invoice_url")) for i in page.data]
+                        hosted_invoice_url=i.get("hosted_invoice_url")) for i in rows]
 
     async def meter_event(self, *, event_name: str, identifier: str, customer_id: str, value: int,
                           timestamp: datetime) -> None:
