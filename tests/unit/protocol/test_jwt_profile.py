@@ -12,13 +12,19 @@ from typing import Any
 
 import pytest
 from frontdoor_protocol import (
+    AudienceRule,
     ClaimRule,
     JWTProfile,
     JWTRefusal,
     JWTRefusalKind,
+    KeySource,
+    access_token_binding,
+    key_binding,
     reason_table,
+    request_binding,
     verify_profiled_jwt,
 )
+from frontdoor_protocol.jwt_binding import access_token_hash
 from joserfc.jwk import KeySet
 
 from .jose_helpers import NOW, ec_key, jti, public_set, rsa_key, sign, unsigned
@@ -189,3 +195,145 @@ def test_reason_table_keeps_a_types_values_and_folds_finer_kinds() -> None:
 
     with pytest.raises(ValueError, match="TooFew has no reason for wrong_type"):
         reason_table(TooFew)
+
+
+# The options the other message types need (DPoP, issuer tokens, delegations, Session JWTs).
+
+PROOF = JWTProfile(
+    types=frozenset({"dpop+jwt"}),
+    typ_exact=True,
+    algorithms=frozenset({"ES256"}),
+    key_source=KeySource.HEADER_JWK,
+    issuer_required=False,
+    audience=None,
+    exp_required=False,
+    max_lifetime=None,
+    iat_window=(60, 10),
+    required=(ClaimRule("htm"), ClaimRule("htu")),
+)
+API = "https://api.example/orders"
+
+
+def _proof_claims(**changes: Any) -> dict[str, Any]:
+    claims: dict[str, Any] = {"jti": jti(), "htm": "GET", "htu": API, "iat": NOW}
+    claims.update(changes)
+    return {name: value for name, value in claims.items() if value is not None}
+
+
+def _proof(key: Any = KEY, header: dict[str, Any] | None = None, **changes: Any) -> str:
+    head = {"alg": "ES256", "typ": "dpop+jwt", "jwk": key.as_dict(private=False), **(header or {})}
+    return sign({name: value for name, value in head.items() if value is not None}, _proof_claims(**changes), key)
+
+
+def _proof_refusal(token: str, *bindings: Any) -> JWTRefusal:
+    with pytest.raises(JWTRefusal) as raised:
+        verify_profiled_jwt(token, PROOF, keys=None, issuer=None, audience=None, now=NOW, skew=0, bindings=bindings)
+    return raised.value
+
+
+def test_a_header_jwk_profile_verifies_with_the_carried_key_and_returns_its_thumbprint() -> None:
+    verified = verify_profiled_jwt(_proof(), PROOF, keys=None, issuer=None, audience=None, now=NOW, skew=0,
+                                   bindings=(request_binding("GET", API + "?page=2"), key_binding(KEY.thumbprint())))
+    assert verified.jkt == KEY.thumbprint()
+    assert verified.exp == NOW + 60  # no exp: the replay horizon is the end of the iat window
+
+
+@pytest.mark.parametrize(
+    ("header", "kind"),
+    [
+        ({"typ": "application/dpop+jwt"}, K.WRONG_TYPE),  # typ_exact: no media-type folding
+        ({"typ": "DPOP+JWT"}, K.WRONG_TYPE),
+        ({"jwk": None}, K.HEADER_KEY_MISSING),
+        ({"jwk": {**KEY.as_dict(private=True)}}, K.HEADER_KEY_PRIVATE),
+        ({"jwk": {"kty": "EC", "crv": "P-256", "x": "AA", "y": "AA"}}, K.HEADER_KEY_INVALID),
+        ({"jwk": rsa_key().as_dict(private=False)}, K.KEY_DOES_NOT_FIT),
+        ({"x5u": "https://evil.example/cert"}, K.EMBEDDED_KEY),
+    ],
+)
+def test_header_jwk_refusals(header: dict[str, Any], kind: JWTRefusalKind) -> None:
+    assert _proof_refusal(_proof(header=header)).kind is kind
+
+
+def test_a_header_jwk_profile_refuses_a_signature_by_another_key() -> None:
+    forged = sign({"alg": "ES256", "typ": "dpop+jwt", "jwk": KEY.as_dict(private=False)}, _proof_claims(), ec_key())
+    assert _proof_refusal(forged).kind is K.BAD_SIGNATURE
+    assert _proof_refusal(unsigned({"alg": "none", "typ": "dpop+jwt", "jwk": KEY.as_dict(private=False)},
+                                   _proof_claims())).kind is K.ALGORITHM_NOT_ACCEPTED
+
+
+@pytest.mark.parametrize(
+    ("changes", "kind", "claim"),
+    [
+        ({"iat": NOW - 61}, K.ISSUED_TOO_LONG_AGO, None),
+        ({"iat": NOW + 11}, K.ISSUED_IN_FUTURE, None),
+        ({"iat": None}, K.MISSING_CLAIM, "iat"),
+        ({"exp": NOW - 1}, K.EXPIRED, None),  # an optional exp, when present, still counts
+        ({"htm": None}, K.MISSING_CLAIM, "htm"),
+        ({"htm": "POST"}, K.CLAIM_MISMATCH, "htm"),
+        ({"htu": API + "?q=1"}, K.INVALID_CLAIM, "htu"),
+        ({"htu": "https://api.example/other"}, K.CLAIM_MISMATCH, "htu"),
+    ],
+)
+def test_window_and_request_binding_refusals(changes: dict[str, Any], kind: JWTRefusalKind, claim: str | None) -> None:
+    refused = _proof_refusal(_proof(**changes), request_binding("GET", API))
+    assert (refused.kind, refused.claim) == (kind, claim)
+
+
+def test_the_token_and_key_bindings() -> None:
+    token = "an-access-token"
+    assert _proof_refusal(_proof(ath=access_token_hash(token)), access_token_binding(None)).kind is K.FORBIDDEN_CLAIM
+    assert _proof_refusal(_proof(), access_token_binding(token)).kind is K.MISSING_CLAIM
+    assert _proof_refusal(_proof(ath=access_token_hash("other")), access_token_binding(token)).kind is K.CLAIM_MISMATCH
+    verify_profiled_jwt(_proof(ath=access_token_hash(token)), PROOF, keys=None, issuer=None, audience=None, now=NOW,
+                        skew=0, bindings=(access_token_binding(token),))
+    assert _proof_refusal(_proof(), key_binding(ec_key().thumbprint())).kind is K.KEY_NOT_BOUND
+
+
+ISSUED = JWTProfile(types=frozenset({"at+jwt"}), algorithms=frozenset({"ES256"}), max_lifetime=3600,
+                    kid_required=True, audience=AudienceRule.ANY_OF)
+
+
+@pytest.mark.parametrize(
+    ("aud", "kind"),
+    [
+        ([AUD, "https://other.example"], None),
+        ("https://other.example", K.WRONG_AUDIENCE),
+        (["https://other.example"], K.WRONG_AUDIENCE),
+        ([], K.INVALID_CLAIM),
+        ([AUD, 5], K.INVALID_CLAIM),
+    ],
+)
+def test_an_audience_list_profile_accepts_any_accepted_audience(aud: Any, kind: JWTRefusalKind | None) -> None:
+    token = sign({"alg": "ES256", "typ": "at+jwt", "kid": "k1"}, _claims(aud=aud), KEY)
+    accepted = (AUD, "https://third.example")
+    if kind is None:
+        verify_profiled_jwt(token, ISSUED, keys=KEYS, issuer=ISS, audience=accepted, now=NOW, skew=0)
+        return
+    with pytest.raises(JWTRefusal) as raised:
+        verify_profiled_jwt(token, ISSUED, keys=KEYS, issuer=ISS, audience=accepted, now=NOW, skew=0)
+    assert raised.value.kind is kind
+
+
+def test_a_kid_required_profile_refuses_a_kidless_header() -> None:
+    token = sign({"alg": "ES256", "typ": "at+jwt"}, _claims(), KEY)
+    with pytest.raises(JWTRefusal) as raised:
+        verify_profiled_jwt(token, ISSUED, keys=KEYS, issuer=ISS, audience=AUD, now=NOW, skew=0)
+    assert raised.value.kind is K.MISSING_KID
+
+
+def test_one_known_key_verifies_and_another_does_not() -> None:
+    token = sign(HEADER, _claims(), KEY)
+    assert verify_profiled_jwt(token, PROFILE, keys=KEY, issuer=ISS, audience=AUD, now=NOW, skew=0).key is KEY
+    with pytest.raises(JWTRefusal) as raised:
+        verify_profiled_jwt(token, PROFILE, keys=ec_key(), issuer=ISS, audience=AUD, now=NOW, skew=0)
+    assert raised.value.kind is K.BAD_SIGNATURE
+
+
+def test_a_profile_needs_what_it_reads() -> None:
+    with pytest.raises(ValueError):
+        JWTProfile(types=frozenset({"jwt"}), algorithms=frozenset({"ES256"}), max_lifetime=None)
+    with pytest.raises(ValueError):
+        verify_profiled_jwt(sign(HEADER, _claims(), KEY), PROFILE, keys=KEYS, issuer=None, audience=AUD, now=NOW,
+                            skew=0)
+    with pytest.raises(ValueError):
+        request_binding("GET", "not a url")

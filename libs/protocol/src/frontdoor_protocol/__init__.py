@@ -326,22 +326,32 @@ __all__ += [
 ]
 
 # One declarative JWT profile and its verifier: the signed message types are profiles of it.
+from frontdoor_protocol.jwt_binding import access_token_binding, key_binding, request_binding  # noqa: E402
 from frontdoor_protocol.jwt_profile import (  # noqa: E402
+    AudienceRule,
+    ClaimBinding,
     ClaimRule,
     JWTProfile,
     JWTRefusal,
     JWTRefusalKind,
+    KeySource,
     ProfiledJWT,
     reason_table,
     verify_profiled_jwt,
 )
 
 __all__ += [
+    "AudienceRule",
+    "ClaimBinding",
     "ClaimRule",
     "JWTProfile",
     "JWTRefusal",
     "JWTRefusalKind",
+    "KeySource",
     "ProfiledJWT",
+    "access_token_binding",
+    "key_binding",
     "reason_table",
+    "request_binding",
     "verify_profiled_jwt",
 ]
