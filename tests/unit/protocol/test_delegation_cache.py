@@ -218,8 +218,8 @@ def test_bounded_lru() -> None:
 
 
 def test_the_dpop_key_cache_is_the_same_bounded_lru() -> None:
-    """DPoP's imported-key cache is a BoundedLRU too (evicts the oldest, never empties at once)."""
-    from frontdoor_protocol import dpop_proof
+    """DPoP's imported-key cache (the carried-JWK import) is a BoundedLRU too (evicts the oldest)."""
+    from frontdoor_protocol import public_jwk
 
-    assert isinstance(dpop_proof._KEY_CACHE, BoundedLRU)
-    assert dpop_proof._KEY_CACHE.maxsize == 4096
+    assert isinstance(public_jwk._KEY_CACHE, BoundedLRU)
+    assert public_jwk._KEY_CACHE.maxsize == 4096

@@ -17,35 +17,31 @@ Checks, in order, each refused with ``invalid_dpop_proof``:
    with ``use_dpop_nonce`` when one is required and missing or not one the company issued
    (PAP-4.3-21, RFC 9449 §8, §9).
 
+The proof is a :mod:`frontdoor_protocol.jwt_profile` profile: key from the ``jwk`` header,
+no ``iss``/``aud``/``exp``, ``iat`` inside the window, ``jti``/``htm``/``htu`` required, then
+the bindings of :mod:`frontdoor_protocol.jwt_binding` (request, ``ath``, ``cnf.jkt``);
+``iat`` is checked before ``jti`` and ``htm`` (the profile's order). The descriptions are
+stable public API, one table from refusal kind (and claim) to words.
+
 Replay is the caller's: it stores ``(jkt, jti)`` until :attr:`DPoPProof.accept_until`
 (PAP-4.3-06 at the token endpoint, in a cache every replica shares).
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 from collections.abc import Collection, Mapping
-from typing import Any, Final
+from functools import lru_cache
+from typing import Final
 
 import msgspec
-from joserfc.errors import JoseError
-from joserfc.jwk import JWKRegistry, Key
 
-from frontdoor_protocol.base64url import b64url_encode
-from frontdoor_protocol.bounded_cache import BoundedLRU
-from frontdoor_protocol.compact_jws import MalformedJWS, parse_compact_jws
 from frontdoor_protocol.errors import ErrorCode, ProtocolError
-from frontdoor_protocol.http_target_uri import htu_normalize
-from frontdoor_protocol.jwk_thumbprint import jwk_thumbprint
 from frontdoor_protocol.jws_algorithm import REQUIRED_DPOP_ALGORITHM
-from frontdoor_protocol.jws_verification import (
-    EMBEDDED_KEY_HEADERS,
-    allowed_algorithms,
-    key_fits_algorithm,
-    signature_verifies,
-)
-from frontdoor_protocol.jwt_claims import is_jwt_id, numeric_date
+from frontdoor_protocol.jws_verification import allowed_algorithms
+from frontdoor_protocol.jwt_binding import access_token_binding, access_token_hash, key_binding, request_binding
+from frontdoor_protocol.jwt_profile import ClaimRule, JWTProfile, KeySource, verify_profiled_jwt
+from frontdoor_protocol.jwt_refusal import JWTRefusal, JWTRefusalKind
+from frontdoor_protocol.public_jwk import PRIVATE_JWK_MEMBERS
 
 __all__ = [
     "DEFAULT_DPOP_IAT_WINDOW",
@@ -59,12 +55,10 @@ __all__ = [
 DPOP_TYPE: Final = "dpop+jwt"
 DEFAULT_DPOP_IAT_WINDOW: Final = (60, 60)
 """Seconds a proof's ``iat`` may be before and after now: "such as one minute" (PAP-4.3-05)."""
-PRIVATE_JWK_MEMBERS: Final = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth", "k"})
-"""JWK members that only a private or symmetric key has (RFC 7518 §6.2.2, §6.3.2, §6.4)."""
 _MAX_NONCE_LENGTH: Final = 512
 
 _INVALID = ErrorCode.INVALID_DPOP_PROOF
-_KEY_HEADERS: Final = EMBEDDED_KEY_HEADERS - {"jwk"}
+_K = JWTRefusalKind
 
 
 class DPoPProof(msgspec.Struct, frozen=True, kw_only=True):
@@ -92,57 +86,60 @@ class DPoPProof(msgspec.Struct, frozen=True, kw_only=True):
     accept_until: int
 
 
-def access_token_hash(access_token: str) -> str:
-    """The ``ath`` of a proof sent with ``access_token`` (RFC 9449 §4.2).
-
-    Args:
-        access_token: The token exactly as sent in ``Authorization``.
-
-    Returns:
-        base64url SHA-256 of its ASCII bytes.
-
-    Raises:
-        ValueError: When the token is not ASCII (an RFC 6750 ``b64token`` always is).
-    """
-    return b64url_encode(hashlib.sha256(access_token.encode("ascii")).digest())
-
-
-# An agent proves with the same key on every request: importing a JWK and hashing its
-# thumbprint is a third of a resource check's CPU, so the verified result is remembered
-# per (exact key members, alg). A pure function of its key, so one process-wide bounded
-# LRU serves every caller (the delegation cache of PAP 1.0 is the same BoundedLRU, owned
-# by its caller because its hits depend on the caller's identity keys).
-_KEY_CACHE_MAX: Final = 4096
-_KEY_CACHE: Final[BoundedLRU[tuple[tuple[tuple[str, str], ...], str], tuple[Key, str]]] = BoundedLRU(_KEY_CACHE_MAX)
+@lru_cache(maxsize=32)
+def _profile(algorithms: frozenset[str], iat_window: tuple[int, int]) -> JWTProfile:
+    """RFC 9449 §4.2-§4.3 as a profile: typ exactly dpop+jwt, the key in jwk, no iss/aud/exp."""
+    return JWTProfile(
+        types=frozenset({DPOP_TYPE}),
+        typ_exact=True,
+        algorithms=allowed_algorithms(algorithms),
+        key_source=KeySource.HEADER_JWK,
+        issuer_required=False,
+        audience=None,
+        exp_required=False,
+        max_lifetime=None,
+        iat_window=iat_window,
+        required=(ClaimRule("htm"), ClaimRule("htu")),
+    )
 
 
-def _public_key(jwk: object, alg: str) -> tuple[Key, str]:
-    """The proof key and its thumbprint, or a refusal (PAP-4.3-20)."""
-    if not isinstance(jwk, dict):
-        raise ProtocolError(_INVALID, "DPoP proof jwk is missing")
-    if not PRIVATE_JWK_MEMBERS.isdisjoint(jwk):
-        raise ProtocolError(_INVALID, "DPoP proof jwk must hold a public key only")
-    cache_key = None
-    if all(isinstance(k, str) and isinstance(v, str) for k, v in jwk.items()):
-        cache_key = (tuple(sorted(jwk.items())), alg)
-        hit = _KEY_CACHE.get(cache_key)
-        if hit is not None:
-            return hit
-    result = _import_public_key(jwk, alg)
-    if cache_key is not None:
-        _KEY_CACHE.put(cache_key, result)
-    return result
+_DESCRIPTIONS: Final[Mapping[JWTRefusalKind, str]] = {
+    _K.MALFORMED: "is not one compact JWS",
+    _K.WRONG_TYPE: "typ must be dpop+jwt",
+    _K.ALGORITHM_NOT_ACCEPTED: "alg is not accepted",
+    _K.EMBEDDED_KEY: "key must be in jwk only",
+    _K.MALFORMED_KID: "is not one compact JWS",
+    _K.HEADER_KEY_MISSING: "jwk is missing",
+    _K.HEADER_KEY_PRIVATE: "jwk must hold a public key only",
+    _K.HEADER_KEY_INVALID: "jwk is not a valid key",
+    _K.KEY_DOES_NOT_FIT: "jwk does not fit its alg",
+    _K.BAD_SIGNATURE: "signature is invalid",
+    _K.MALFORMED_CLAIMS: "claims are not a JSON object",
+    _K.ISSUED_IN_FUTURE: "iat is outside the acceptance window",
+    _K.ISSUED_TOO_LONG_AGO: "iat is outside the acceptance window",
+    _K.NOT_YET_VALID: "iat is outside the acceptance window",
+    _K.EXPIRED: "iat is outside the acceptance window",
+    _K.KEY_NOT_BOUND: "key is not the one the token is bound to",
+}
+"""What each refused check says after "DPoP proof" (stable descriptions)."""
+_CLAIM_DESCRIPTIONS: Final[Mapping[tuple[JWTRefusalKind, str], str]] = {
+    (_K.INVALID_CLAIM, "jti"): "jti is missing or too short",
+    (_K.MISSING_CLAIM, "jti"): "jti is missing or too short",
+    (_K.CLAIM_MISMATCH, "htm"): "htm does not match the request",
+    (_K.INVALID_CLAIM, "htu"): "htu must have no query or fragment",
+    (_K.CLAIM_MISMATCH, "htu"): "htu does not match the request",
+    (_K.FORBIDDEN_CLAIM, "ath"): "must not have ath at the token endpoint",
+    (_K.MISSING_CLAIM, "ath"): "ath does not match the access token",
+    (_K.CLAIM_MISMATCH, "ath"): "ath does not match the access token",
+}
+"""A claim problem by (kind, claim); any other missing or invalid claim "is missing"."""
 
 
-def _import_public_key(jwk: dict[str, Any], alg: str) -> tuple[Key, str]:
-    try:
-        key = JWKRegistry.import_key(jwk)
-        thumbprint = jwk_thumbprint(jwk)
-    except (JoseError, ValueError, TypeError, KeyError):
-        raise ProtocolError(_INVALID, "DPoP proof jwk is not a valid key") from None
-    if key.is_private or not key_fits_algorithm(key, alg):
-        raise ProtocolError(_INVALID, "DPoP proof jwk does not fit its alg")
-    return key, thumbprint
+def _error(refused: JWTRefusal) -> ProtocolError:
+    if refused.claim is None:
+        return ProtocolError(_INVALID, f"DPoP proof {_DESCRIPTIONS.get(refused.kind, 'is not accepted')}")
+    words = _CLAIM_DESCRIPTIONS.get((refused.kind, refused.claim), f"{refused.claim} is missing")
+    return ProtocolError(_INVALID, f"DPoP proof {words}")
 
 
 def _normalized_nonces(nonce: str | Collection[str] | None, require_nonce: bool) -> frozenset[str]:
@@ -155,18 +152,6 @@ def _normalized_nonces(nonce: str | Collection[str] | None, require_nonce: bool)
     if require_nonce and not accepted:
         raise ValueError("require_nonce needs the nonces the company issued")
     return accepted
-
-
-def _same(received: str, expected: str) -> bool:
-    # Constant time, and safe for non-ASCII text (compare_digest refuses non-ASCII str).
-    return hmac.compare_digest(received.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass"))
-
-
-def _string_claim(claims: Mapping[str, Any], name: str) -> str:
-    value = claims.get(name)
-    if not isinstance(value, str) or not value:
-        raise ProtocolError(_INVALID, f"DPoP proof {name} is missing")
-    return value
 
 
 def verify_dpop_proof(
@@ -210,62 +195,19 @@ def verify_dpop_proof(
             algorithm that is not public-key, a negative window, ``require_nonce``
             without a nonce.
     """
-    allowed = allowed_algorithms(allowed_algs)
     accepted_nonces = _normalized_nonces(nonce, require_nonce)
     before, after = iat_window
     if before < 0 or after < 0:
         raise ValueError("iat_window values must be non-negative")
-    request_htu = htu_normalize(url)
+    profile = _profile(frozenset(allowed_algs), (before, after))
+    bindings = (request_binding(method, url), access_token_binding(access_token), key_binding(expected_jkt))
     try:
-        jws = parse_compact_jws(proof)
-    except MalformedJWS:
-        raise ProtocolError(_INVALID, "DPoP proof is not one compact JWS") from None
-    header = jws.header
-    if header.get("typ") != DPOP_TYPE:
-        raise ProtocolError(_INVALID, "DPoP proof typ must be dpop+jwt")
-    if jws.alg not in allowed:
-        raise ProtocolError(_INVALID, "DPoP proof alg is not accepted")
-    if not _KEY_HEADERS.isdisjoint(header):
-        raise ProtocolError(_INVALID, "DPoP proof key must be in jwk only")
-    key, jkt = _public_key(header.get("jwk"), jws.alg)
-    if not signature_verifies(jws, key):
-        raise ProtocolError(_INVALID, "DPoP proof signature is invalid")
-    try:
-        claims = jws.claims()
-    except MalformedJWS:
-        raise ProtocolError(_INVALID, "DPoP proof claims are not a JSON object") from None
-
-    jti = claims.get("jti")
-    if not is_jwt_id(jti):
-        raise ProtocolError(_INVALID, "DPoP proof jti is missing or too short")
-    htm = _string_claim(claims, "htm")
-    if htm != method:
-        raise ProtocolError(_INVALID, "DPoP proof htm does not match the request")
-    htu = _string_claim(claims, "htu")
-    if "?" in htu or "#" in htu:
-        # RFC 9449 §4.2: htu is the target URI "without query and fragment parts".
-        raise ProtocolError(_INVALID, "DPoP proof htu must have no query or fragment")
-    try:
-        matches = htu_normalize(htu) == request_htu
-    except ValueError:
-        matches = False
-    if not matches:
-        raise ProtocolError(_INVALID, "DPoP proof htu does not match the request")
-    iat = numeric_date(claims.get("iat"))
-    if iat is None:
-        raise ProtocolError(_INVALID, "DPoP proof iat is missing")
-    if not now - before <= iat <= now + after:
-        raise ProtocolError(_INVALID, "DPoP proof iat is outside the acceptance window")
-
-    ath = claims.get("ath")
-    if access_token is None:
-        if "ath" in claims:
-            raise ProtocolError(_INVALID, "DPoP proof must not have ath at the token endpoint")
-    elif not isinstance(ath, str) or not access_token.isascii() or not _same(ath, access_token_hash(access_token)):
-        raise ProtocolError(_INVALID, "DPoP proof ath does not match the access token")
-    if expected_jkt is not None and not _same(jkt, expected_jkt):
-        raise ProtocolError(_INVALID, "DPoP proof key is not the one the token is bound to")
-
+        verified = verify_profiled_jwt(
+            proof, profile, keys=None, issuer=None, audience=None, now=now, skew=0, bindings=bindings
+        )
+    except JWTRefusal as refused:
+        raise _error(refused) from None
+    claims = verified.claims
     carried = claims.get("nonce")
     if carried is not None and (not isinstance(carried, str) or not 0 < len(carried) <= _MAX_NONCE_LENGTH):
         raise ProtocolError(_INVALID, "DPoP proof nonce is malformed")
@@ -274,4 +216,14 @@ def verify_dpop_proof(
             raise ProtocolError(ErrorCode.USE_DPOP_NONCE, "DPoP proof must carry the server nonce")
     elif accepted_nonces and carried not in accepted_nonces:
         raise ProtocolError(ErrorCode.USE_DPOP_NONCE, "DPoP proof nonce is not current")
-    return DPoPProof(jkt=jkt, jti=jti, iat=iat, htm=htm, htu=htu, nonce=carried, alg=jws.alg, accept_until=iat + before)
+    assert verified.jkt is not None  # a HEADER_JWK profile always has the key's thumbprint
+    return DPoPProof(
+        jkt=verified.jkt,
+        jti=verified.jti,
+        iat=verified.iat,
+        htm=claims["htm"],
+        htu=claims["htu"],
+        nonce=carried,
+        alg=verified.alg,
+        accept_until=verified.iat + before,
+    )
