@@ -9,9 +9,10 @@ edges where a limit bites.
 from .accounts import BillingAccount, ensure_account, get_account
 from .config import BillingConfig
 from .gateway import GatewayError, Invoice, SignatureError, StripeGateway, verify_event
-from .limits import LimitReached, SessionsSuspended, check_new_sessions, require_room_for, tenant_standing
+from .limits import LimitReached, SessionsSuspended, require_room_for, tenant_standing
 from .metering import count_closed_days, meter_identifier, report_usage
 from .plans import LIMITS, METRIC_LABELS, METRICS, Limit, Metric, Plan, PlanCatalogue, load_plans
+from .session_admission import SessionAdmission
 from .standing import Banner, Standing, standing_of
 from .stripe_events import HANDLED_TYPES, apply_stripe_event, transition
 from .usage import count, month_start, month_usage, resource_counts
@@ -31,12 +32,12 @@ __all__ = [
     "Metric",
     "Plan",
     "PlanCatalogue",
+    "SessionAdmission",
     "SessionsSuspended",
     "SignatureError",
     "Standing",
     "StripeGateway",
     "apply_stripe_event",
-    "check_new_sessions",
     "count",
     "count_closed_days",
     "ensure_account",

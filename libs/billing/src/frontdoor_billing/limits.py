@@ -1,4 +1,5 @@
-"""Limits where they bite: new configuration and new agent Sessions ask here first.
+"""Limits where they bite: new configuration asks here first (new agent Sessions ask
+`session_admission.SessionAdmission`, which raises `SessionsSuspended`).
 
 Refusals are domain errors (`LimitReached`, `SessionsSuspended`); each edge renders its
 own shape (a 402 problem document for the management API, the protocol's error for the
@@ -19,7 +20,7 @@ from .plans import METRIC_LABELS, Limit
 from .standing import Standing, standing_of
 from .usage import resource_counts
 
-__all__ = ["LimitReached", "SessionsSuspended", "check_new_sessions", "require_room_for", "tenant_standing"]
+__all__ = ["LimitReached", "SessionsSuspended", "require_room_for", "tenant_standing"]
 
 
 class LimitReached(DomainError):
@@ -72,12 +73,3 @@ async def require_room_for(conn: asyncpg.Connection, config: BillingConfig, tena
     if owned >= allowed:
         raise LimitReached(limit, allowed, standing.plan.name)
 
-
-async def check_new_sessions(conn: asyncpg.Connection, config: BillingConfig, tenant_id: str, *,
-                             now: datetime) -> None:
-    """Raise `SessionsSuspended` when the tenant's grace period has ended unpaid."""
-    if not config.enabled:
-        return
-    standing = await tenant_standing(conn, config, tenant_id, now=now)
-    if standing.sessions_refused:
-        raise SessionsSuspended(retry_after=3600)

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from frontdoor_billing import BillingConfig, SessionAdmission
 from frontdoor_core.clock import Clock
 from frontdoor_core.logging import configure_logging
 from frontdoor_core.outbound import OutboundPolicy, SafeFetcher
@@ -111,6 +112,8 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
         app.state.grants = {g.grant_type: g for g in (grant, DeviceCodeGrant(deps, device_store), RefreshGrant(deps),
                                                       AuthorizationCodeGrant(deps, code_store))}
         app.state.authorization_codes = code_store
+        # Billing: new Sessions are refused after an unpaid grace period (account read cached).
+        app.state.session_admission = SessionAdmission(rt.pool, BillingConfig.from_settings(settings), rt.clock)
         app.state.device_store = device_store
         app.state.device_authorization = DeviceAuthorization(deps, device_store)
         app.state.revocation = Revocation(deps)
