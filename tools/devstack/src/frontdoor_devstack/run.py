@@ -13,6 +13,7 @@ import ctypes
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,7 +25,9 @@ from typing import Any
 
 from frontdoor_core.settings import ENV_NAMES, Settings, SettingsError, load_settings
 
+from .load_balancer import Backend, LoadBalancer, haproxy_config
 from .postgres import EmbeddedPostgres
+from .processes import Process, Replica, expand, log_path, replica_count
 from .redis_server import EmbeddedRedis
 from .seed import (
     DEMO_ACCOUNTS,
@@ -35,6 +38,7 @@ from .seed import (
     seed_demo,
     write_northwind_document,
 )
+from .supervisor import supervise, write_replicas
 
 _BANNER = "=" * 72
 _PR_SET_PDEATHSIG = 1
@@ -79,7 +83,51 @@ def derived_base_urls(environ: Mapping[str, str], settings: Settings) -> dict[st
     return derived
 
 
-def _wait_http(url: str, timeout: float = 30.0) -> bool:
+def process_table(settings: Settings) -> list[Process]:
+    """Every Frontdoor process ``make run`` starts; ``replicated`` ones run FRONTDOOR_REPLICAS times."""
+    py = sys.executable
+    granian = str(Path(py).with_name("granian"))
+    celery = str(Path(py).with_name("celery"))
+
+    def asgi(name: str) -> list[str]:
+        return [granian, "--interface", "asgi", "--host", "127.0.0.1", "--port", "{port}", "--workers", "1",
+                "--no-ws", f"frontdoor_{name}.asgi:app"]
+
+    return [
+        Process("console", asgi("console"), settings.console_port),
+        # granian with FRONTDOOR_ISSUER_WORKERS workers (default: one per CPU; one per replica when replicated)
+        Process("issuer", [py, "-m", "frontdoor_issuer.serve", "--host", "127.0.0.1", "--port", "{port}"],
+                settings.issuer_port),
+        Process("ledger", asgi("ledger"), settings.ledger_port),
+        # The dispatcher: deliveries and retries (Celery workers), the outbox relay, and beat.
+        Process("worker", [celery, "-A", "frontdoor_dispatcher.celery_app", "worker", "--concurrency", "2",
+                           "--loglevel", "INFO", "-n", f"{{replica}}-{secrets.token_hex(3)}@%h"]),
+        Process("beat", [celery, "-A", "frontdoor_dispatcher.celery_app", "beat", "--loglevel", "INFO"],
+                replicated=False),  # one scheduler, never two (docs/architecture.md)
+        Process("relay", [py, "-m", "frontdoor_dispatcher.relay"], replicated=False),
+    ]
+
+
+def start_load_balancer(stack: Stack, table: list[Replica], settings: Settings, data_dir: Path,
+                        logs: Path) -> LoadBalancer:
+    """HAProxy on the public ports, in front of the HTTP replicas (``FRONTDOOR_REPLICAS`` > 1)."""
+    haproxy = shutil.which("haproxy")
+    if haproxy is None:
+        raise SystemExit("FRONTDOOR_REPLICAS needs HAProxy: apt-get install haproxy")
+    backends = [Backend(name, getattr(settings, f"{name}_port"),
+                        {r.name: r.port for r in table if r.kind == name and r.port is not None})
+                for name in _PUBLIC_SERVICES]
+    socket_path = data_dir / "haproxy.sock"
+    config = data_dir / "haproxy.cfg"
+    config.write_text(haproxy_config(backends, socket_path))
+    check = subprocess.run([haproxy, "-c", "-q", "-f", str(config)], capture_output=True, text=True, check=False)
+    if check.returncode != 0:
+        raise SystemExit(f"haproxy refused {config}:\n{check.stdout}{check.stderr}")
+    stack.spawn("haproxy", [haproxy, "-db", "-f", str(config)], dict(os.environ), logs / "haproxy.log")
+    return LoadBalancer(socket_path)
+
+
+def _wait_http(url: str, timeout: float = 120.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -99,12 +147,26 @@ class Stack:
         self.servers: list[Any] = []
         self.stopping = False
 
-    def spawn(self, name: str, args: list[str], env: dict[str, str], log: Path) -> None:
+    def spawn(self, name: str, args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
         out = open(log, "ab")  # noqa: SIM115 - handed to the child
         proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, preexec_fn=_die_with_parent)  # noqa: PLW1509
         out.close()
-        self.children.append((name, proc))
+        self.children = [(n, p) for n, p in self.children if n != name] + [(name, proc)]
+        return proc
+
+    def stop_child(self, name: str, timeout: float = 15.0) -> None:
+        """SIGTERM one child's process group and wait for it (SIGKILL past ``timeout``)."""
+        for child, proc in self.children:
+            if child == name and proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
 
     def stop(self) -> None:
         if self.stopping:
@@ -113,14 +175,16 @@ class Stack:
         print("\nStopping Frontdoor...", flush=True)
         for _, proc in self.children:
             if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + 15
         for name, proc in self.children:
             try:
                 proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 print(f"  {name} did not stop in time; killing it", flush=True)
-                os.killpg(proc.pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         for server in reversed(self.servers):
             server.stop()
@@ -132,7 +196,8 @@ def main() -> int:
     environ = {ENV_NAMES["env"]: "dev", **os.environ}
     try:
         settings = load_settings(environ)
-    except SettingsError as exc:
+        replicas = replica_count(environ)
+    except (SettingsError, ValueError) as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
     data_dir = Path(settings.data_dir).resolve()
@@ -167,24 +232,18 @@ def main() -> int:
         if demo.get("tenant_id"):
             # Also for a data directory made before sign-in existed: configure what is missing.
             asyncio.run(ensure_sign_in(settings, demo["tenant_id"], northwind_url))
-        py = sys.executable
-        granian = str(Path(py).with_name("granian"))
-        celery = str(Path(py).with_name("celery"))
-        services = [("console", settings.console_port), ("issuer", settings.issuer_port),
-                    ("ledger", settings.ledger_port)]
-        for name, port in services:
-            if name == "issuer":  # granian with FRONTDOOR_ISSUER_WORKERS workers (default: one per CPU)
-                command = [py, "-m", "frontdoor_issuer.serve", "--host", "127.0.0.1", "--port", str(port)]
-            else:
-                command = [granian, "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port),
-                           "--workers", "1", "--no-ws", f"frontdoor_{name}.asgi:app"]
-            stack.spawn(name, command, env, logs / f"{name}.log")
-        stack.spawn("worker", [celery, "-A", "frontdoor_dispatcher.celery_app", "worker", "--concurrency", "2",
-                               "--loglevel", "INFO", "-n", f"worker-{secrets.token_hex(3)}@%h"], env,
-                    logs / "worker.log")
-        stack.spawn("beat", [celery, "-A", "frontdoor_dispatcher.celery_app", "beat", "--loglevel", "INFO"], env,
-                    logs / "beat.log")
-        stack.spawn("relay", [py, "-m", "frontdoor_dispatcher.relay"], env, logs / "relay.log")
+        if replicas > 1:
+            # Behind the load balancer: its X-Forwarded-For names the client; one issuer worker each.
+            env.setdefault(ENV_NAMES["trusted_proxies"], "127.0.0.1/32")
+            env.setdefault(ENV_NAMES["issuer_workers"], "1")
+        table = expand(process_table(settings), replicas)
+        for proc in table:
+            stack.spawn(proc.name, proc.argv, env, log_path(logs, proc))
+        services = [(p.name, p.port) for p in table if p.port is not None]
+        lb = None
+        if replicas > 1:
+            lb = start_load_balancer(stack, table, settings, data_dir, logs)
+            services += [("haproxy", getattr(settings, f"{name}_port")) for name in _PUBLIC_SERVICES]
         if demo.get("tenant_id") and demo.get("northwind_credential"):
             webhook_secret = asyncio.run(ensure_operations(settings, data_dir, demo["tenant_id"], northwind_url))
             poppy = asyncio.run(write_northwind_document(settings, data_dir, demo["tenant_id"]))
@@ -197,6 +256,7 @@ def main() -> int:
                       "NORTHWIND_DEMO_PASSWORD": login["demo_password"],
                       "NORTHWIND_LEDGER_URL": f"{settings.ledger_base_url}/{demo['slug']}",
                       "NORTHWIND_WEBHOOK_SECRET": webhook_secret}
+            granian = str(Path(sys.executable).with_name("granian"))
             stack.spawn("northwind", [granian, "--interface", "asgi", "--host", "127.0.0.1", "--port",
                                       str(settings.example_port), "--workers", "1", "--no-ws", "northwind.asgi:app"],
                         nw_env, logs / "northwind.log")
@@ -206,14 +266,10 @@ def main() -> int:
                 print(f"{name} did not start; see {logs / (name + '.log')}", file=sys.stderr)
                 stack.stop()
                 return 1
-        _print_banner(settings, demo, logs)
-        while True:
-            for name, proc in stack.children:
-                if proc.poll() is not None:
-                    print(f"{name} exited with {proc.returncode}; see {logs}/{name}.log", file=sys.stderr)
-                    stack.stop()
-                    return 1
-            time.sleep(0.5)
+        if lb is not None:
+            write_replicas(data_dir, stack, table)
+        _print_banner(settings, demo, logs, table if lb is not None else None)
+        return supervise(stack, table, env, logs, lb=lb, data_dir=data_dir)
     except KeyboardInterrupt:
         stack.stop()
         return 0
@@ -222,7 +278,20 @@ def main() -> int:
         raise
 
 
-def _print_banner(settings: Any, demo: dict[str, str], logs: Path) -> None:
+def _replica_lines(table: list[Replica], logs: Path) -> list[str]:
+    kinds: dict[str, list[str]] = {}
+    for r in table:
+        kinds.setdefault(r.kind, []).append(f"{r.name} 127.0.0.1:{r.port}" if r.port else r.name)
+    return [
+        f"Replicas (FRONTDOOR_REPLICAS), the public ports above are HAProxy's (round robin, /readyz checked; "
+        f"{logs / 'haproxy.log'}):",
+        *(f"  {kind:<8} {', '.join(names)}" for kind, names in kinds.items()),
+        f"  A replica that exits is started again; kill -HUP {os.getpid()} restarts every process in turn.",
+        "",
+    ]
+
+
+def _print_banner(settings: Any, demo: dict[str, str], logs: Path, table: list[Replica] | None = None) -> None:
     northwind = f"http://127.0.0.1:{settings.example_port}"
     lines = [
         _BANNER,
@@ -252,6 +321,8 @@ def _print_banner(settings: Any, demo: dict[str, str], logs: Path) -> None:
             f"  Play the user: .venv/bin/python scripts/play_agent.py --company {northwind}",
             "",
         ]
+    if table is not None:
+        lines += _replica_lines(table, logs)
     lines += [
         f"Logs: {logs}    Stop: Ctrl-C",
     ]
