@@ -8,23 +8,31 @@ the issuer signs). ``aud`` is the callback URL exactly. It names the Session (``
 carried a live access token, the ``account``, ``scope`` and grant family ``sgn`` that
 token came from: without them the browser is a guest, never a user.
 
+Verification is a :mod:`frontdoor_protocol.jwt_profile` profile (RFC 7519 §4.1, RFC 8725
+§3.11 explicit typing; PAP-5-05): ``typ`` ``poppy-join+jwt``, ES256, a ``kid`` of the
+issuer's JWKS, ``iss``, ``aud`` one string (the callback), ``0 < exp - iat <= 60``, not
+expired, ``iat`` at most 60 s ahead; then the claims decode strictly into
+:class:`JoinClaims` (no unknown member). Every refusal is ``invalid_grant`` with the same
+descriptions as before, one table from refusal kind to words.
+
 Pure: minting for the issuer, verifying for the company's sdk; the caller remembers the
 ``jti`` (one use) and the Session's state.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 import msgspec
 from joserfc.jwk import ECKey, KeySet
 
-from frontdoor_protocol.compact_jws import MalformedJWS, parse_compact_jws, sign_compact_jws
+from frontdoor_protocol.compact_jws import sign_compact_jws
 from frontdoor_protocol.errors import ErrorCode, ProtocolError
 from frontdoor_protocol.issuer_jwt import ISSUER_JWT_ALGORITHM, check_signing_key
-from frontdoor_protocol.jws_verification import KeyProblem, embeds_key, refusal, select_verification_keys
-from frontdoor_protocol.jws_verification import signature_verifies as _signature_verifies
-from frontdoor_protocol.jwt_assertion import media_type
+from frontdoor_protocol.jws_verification import KeyProblem, refusal
+from frontdoor_protocol.jwt_profile import JWTProfile, non_empty_string, verify_profiled_jwt
+from frontdoor_protocol.jwt_refusal import JWTRefusal, JWTRefusalKind
 
 __all__ = [
     "JOIN_ASSERTION_LIFETIME",
@@ -42,6 +50,46 @@ JOIN_ASSERTION_LIFETIME: Final = 60
 _INVALID = ErrorCode.INVALID_GRANT
 _NAME: Final = "join assertion"
 _SKEW: Final = 60
+_K = JWTRefusalKind
+
+_PROFILE: Final = JWTProfile(
+    types=frozenset({JOIN_ASSERTION_TYPE}),
+    algorithms=frozenset({ISSUER_JWT_ALGORITHM}),
+    kid_required=True,
+    max_lifetime=JOIN_ASSERTION_LIFETIME,
+    # Expired at exp itself (no skew), issued at most _SKEW ahead: a window, skew 0.
+    iat_window=(JOIN_ASSERTION_LIFETIME + _SKEW, _SKEW),
+    jti_valid=non_empty_string,
+)
+_DESCRIPTIONS: Final[Mapping[JWTRefusalKind, str]] = {
+    _K.MALFORMED: "is not a compact JWS",
+    _K.WRONG_TYPE: f"typ is not {JOIN_ASSERTION_TYPE}",
+    _K.ALGORITHM_NOT_ACCEPTED: "header is not accepted",
+    _K.EMBEDDED_KEY: "header is not accepted",
+    _K.MALFORMED_KID: "header is not accepted",
+    _K.MISSING_KID: "header is not accepted",
+    _K.BAD_SIGNATURE: "signature is invalid",
+    _K.WRONG_ISSUER: "is from another issuer",
+    _K.WRONG_AUDIENCE: "is for another callback",
+    _K.LIFETIME_TOO_LONG: "lifetime is not accepted",
+    _K.ISSUED_IN_FUTURE: "lifetime is not accepted",
+    _K.ISSUED_TOO_LONG_AGO: "has expired",
+    _K.NOT_YET_VALID: "lifetime is not accepted",
+    _K.EXPIRED: "has expired",
+}
+"""What each refused check says after "join assertion"; claim problems are "claims are malformed"."""
+_KEY_PROBLEMS: Final[Mapping[JWTRefusalKind, KeyProblem]] = {
+    _K.UNKNOWN_KEY: KeyProblem.UNKNOWN_KID,
+    _K.AMBIGUOUS_KEY: KeyProblem.AMBIGUOUS,
+    _K.KEY_DOES_NOT_FIT: KeyProblem.NO_FITTING_KEY,
+}
+
+
+def _error(refused: JWTRefusal) -> ProtocolError:
+    problem = _KEY_PROBLEMS.get(refused.kind)
+    if problem is not None:
+        return refusal(_INVALID, problem, _NAME)
+    return ProtocolError(_INVALID, f"{_NAME} {_DESCRIPTIONS.get(refused.kind, 'claims are malformed')}")
 
 
 class JoinClaims(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -111,33 +159,14 @@ def verify_join_assertion(token: object, *, issuer: str, audience: str, keys: Ke
         ProtocolError: ``invalid_grant`` for any other failed check (Frontdoor's words only).
     """
     try:
-        jws = parse_compact_jws(token)
-    except MalformedJWS:
-        raise ProtocolError(_INVALID, f"{_NAME} is not a compact JWS") from None
-    header = jws.header
-    if media_type(header.get("typ")) != JOIN_ASSERTION_TYPE:
-        raise ProtocolError(_INVALID, f"{_NAME} typ is not {JOIN_ASSERTION_TYPE}")
-    kid = header.get("kid")
-    if jws.alg != ISSUER_JWT_ALGORITHM or embeds_key(header) or not isinstance(kid, str):
-        raise ProtocolError(_INVALID, f"{_NAME} header is not accepted")
-    selected = select_verification_keys(keys, kid=kid, alg=ISSUER_JWT_ALGORITHM)
-    if isinstance(selected, KeyProblem):
-        raise refusal(_INVALID, selected, _NAME)
-    if not any(_signature_verifies(jws, key) for key in selected):
-        raise ProtocolError(_INVALID, f"{_NAME} signature is invalid")
+        verified = verify_profiled_jwt(token, _PROFILE, keys=keys, issuer=issuer, audience=audience, now=now, skew=0)
+    except JWTRefusal as refused:
+        raise _error(refused) from None
     try:
-        claims = msgspec.convert(jws.claims(), JoinClaims, strict=True)
-    except (MalformedJWS, msgspec.ValidationError):
+        claims = msgspec.convert(verified.claims, JoinClaims, strict=True)
+    except msgspec.ValidationError:
         raise ProtocolError(_INVALID, f"{_NAME} claims are malformed") from None
-    if claims.iss != issuer:
-        raise ProtocolError(_INVALID, f"{_NAME} is from another issuer")
-    if claims.aud != audience:
-        raise ProtocolError(_INVALID, f"{_NAME} is for another callback")
-    if not 0 < claims.exp - claims.iat <= JOIN_ASSERTION_LIFETIME or claims.iat > now + _SKEW:
-        raise ProtocolError(_INVALID, f"{_NAME} lifetime is not accepted")
-    if now >= claims.exp:
-        raise ProtocolError(_INVALID, f"{_NAME} has expired")
-    if not all((claims.client_id, claims.sid, claims.sub, claims.session, claims.jti)) \
+    if not all((claims.client_id, claims.sid, claims.sub, claims.session)) \
             or (claims.account is None) != (claims.sgn is None):
         raise ProtocolError(_INVALID, f"{_NAME} claims are malformed")
     return claims
