@@ -29,7 +29,7 @@ from frontdoor_billing import (
     standing_of,
 )
 from frontdoor_core.db import transaction
-from frontdoor_httpkit import problem
+from frontdoor_httpkit import content_security_policy, origin_source, problem
 from frontdoor_tenancy.actor import Actor
 from litestar import Request, Response, Router, get, post
 from litestar.datastructures import ResponseHeader, State
@@ -80,6 +80,16 @@ async def _overview(state: State, tenant_id: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- dashboard
 
+# Where the Upgrade and Manage forms end: their POST is answered by a redirect to Stripe's
+# Checkout or Customer Portal, and browsers hold that redirect to the page's form-action.
+_STRIPE_PAGES = ("https://checkout.stripe.com", "https://billing.stripe.com")
+
+
+def _billing_page_csp(api_base: str) -> str:
+    """The Billing page's policy: its forms may end at Stripe's pages (and at ``STRIPE_API_BASE``'s origin)."""
+    sources = [*_STRIPE_PAGES, *([origin_source(api_base)] if api_base else [])]
+    return content_security_policy(form_action=[s for s in sources if s])
+
 
 @get("/billing", name="billing.page")
 async def billing_page(console: Console, state: State, notice: str | None = None) -> Template:
@@ -93,7 +103,9 @@ async def billing_page(console: Console, state: State, notice: str | None = None
             _log.warning("stripe_invoices_unavailable", error=str(exc))
     notices = {"upgraded": "Thank you: your upgrade is being confirmed by Stripe and shows here in a moment.",
                "cancelled": "Checkout was cancelled; nothing changed."}
-    return console.page("billing.html", nav="billing", invoices=invoices, notice=notices.get(notice or ""), **view)
+    page = console.page("billing.html", nav="billing", invoices=invoices, notice=notices.get(notice or ""), **view)
+    page.headers["Content-Security-Policy"] = _billing_page_csp(ctx_of(state).settings.stripe_api_base)
+    return page
 
 
 @get("/billing/banner", name="billing.banner")
