@@ -161,9 +161,12 @@ def _check_context(context: dict[str, Any]) -> None:
         raise _invalid("context.user_available must be true or false.")
 
 
-def message_digest(message: IncomingMessage, *, parent_id: str | None = None) -> str:
-    """What a retry must repeat exactly: the message's members (and the parent it opens under)."""
-    canonical = msgspec.json.encode({"m": msgspec.to_builtins(message), "p": parent_id}, order="sorted")
+def message_digest(message: IncomingMessage, *, parent_id: str | None = None, operation_id: str | None = None) -> str:
+    """What a retry must repeat exactly: the message's members (the parent it opens under, the operation it carries)."""
+    members: dict[str, Any] = {"m": msgspec.to_builtins(message), "p": parent_id}
+    if operation_id is not None:  # absent otherwise: digests stored before operations stay valid
+        members["o"] = operation_id
+    canonical = msgspec.json.encode(members, order="sorted")
     return hashlib.sha256(canonical).hexdigest()
 
 

@@ -387,13 +387,16 @@ def _company_open(conversation: Conversation | None) -> Conversation:
 async def company_message(conn: asyncpg.Connection, tenant_id: str, conversation_id: str, *,
                           message_id: str | None, text: str | None, data: dict[str, Any] | None,
                           sender: Responder, done: bool, now: datetime,
-                          sender_name: str | None = None) -> tuple[Conversation, dict[str, Any]]:
+                          sender_name: str | None = None,
+                          operation: dict[str, Any] | None = None) -> tuple[Conversation, dict[str, Any]]:
     """The company's reply (``role: company``, ``sender`` agent or human, PAP-7.7-02).
 
     ``message_id`` makes it idempotent (unique per conversation): the same reply again is a
     no-op; another under the same ID is ``message_id_conflict``. ``sender_name`` (a person's
     display name, an additional member) tells the agent who wrote it. Returns the
-    conversation and the message as recorded.
+    conversation and the message as recorded. ``operation``: an operation the company
+    proposed for this agent and user (its wire form, checked by the caller), carried as the
+    message's ``operation`` (OPS-4-01).
     """
     chosen = message_id or new_id("msg")
     message: dict[str, Any] = {"id": chosen}
@@ -403,7 +406,11 @@ async def company_message(conn: asyncpg.Connection, tenant_id: str, conversation
         message["data"] = data
     if sender_name:
         message["sender_name"] = sender_name[:MAX_RESPONDER_NAME]
-    digest = message_digest(IncomingMessage(id=chosen, sender=sender, text=text, data=data))
+    if operation is not None:
+        message["operation"] = operation
+    # The operation is part of what was said: the same ID with another operation is a conflict.
+    digest = message_digest(IncomingMessage(id=chosen, sender=sender, text=text, data=data),
+                            operation_id=None if operation is None else str(operation.get("operation_id")))
     async with conn.transaction():
         conversation = _company_open(await find(conn, tenant_id, conversation_id, lock=True))
         scope = f"company {conversation_id}"

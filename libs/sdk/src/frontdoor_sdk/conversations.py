@@ -28,8 +28,9 @@ import httpx
 import msgspec
 from frontdoor_protocol import RequestHeaders
 
+from frontdoor_sdk.caller import Caller
 from frontdoor_sdk.ledger import FrontdoorLedger, LedgerUnavailable
-from frontdoor_sdk.webhooks import WebhookVerifier
+from frontdoor_sdk.webhooks import WebhookEvent, WebhookVerifier
 
 __all__ = ["MESSAGE_CREATED", "ConversationMessage", "FrontdoorConversations"]
 
@@ -68,6 +69,19 @@ class ConversationMessage(msgspec.Struct, frozen=True, kw_only=True):
     def text(self) -> str | None:
         value = self.message.get("text")
         return value if isinstance(value, str) else None
+
+    @property
+    def caller(self) -> Caller:
+        """The Session that sent the message, as a verified caller: propose operations for it.
+
+        ``signed_in`` and ``account`` are the Session's when it sent the message, and
+        ``account`` is named to the ledger (which checks it against the Session's sign-in),
+        so a proposal from a conversation binds to the same account as one from your API.
+        """
+        return Caller(client_id=self.client_id, user_id=self.user_id, session_id=self.session_id,
+                      signed_in=self.account is not None, account=self.account,
+                      scopes=frozenset(self.scopes) if self.account is not None else frozenset(),
+                      token_type=None, profile="1.0", frontdoor_session_id=self.session_id)
 
 
 def _conversation_path(conversation_id: str) -> str:
@@ -113,7 +127,11 @@ class FrontdoorConversations:
         """
         if self._verifier is None:
             raise ValueError("pass verifier=WebhookVerifier(secret) to verify deliveries")
-        event = await self._verifier.verify(body, headers)
+        return self.message_of(await self._verifier.verify(body, headers))
+
+    @staticmethod
+    def message_of(event: WebhookEvent) -> ConversationMessage | None:
+        """The user's message of an event you verified yourself (one endpoint for several types); None for others."""
         if event.type != MESSAGE_CREATED:
             return None
         try:
@@ -130,10 +148,12 @@ class FrontdoorConversations:
 
     async def reply(self, conversation_id: str, text: str | None = None, *, data: Mapping[str, Any] | None = None,
                     message_id: str | None = None, sender: Literal["agent", "human"] = "agent",
-                    done: bool = True) -> dict[str, Any]:
+                    done: bool = True, operation_id: str | None = None) -> dict[str, Any]:
         """Reply (``role: company``); ``message_id`` makes a retry one message; ``done`` ends the turn.
 
-        Returns the message as recorded.
+        ``operation_id``: an operation you proposed for this user (``FrontdoorLedger.propose``
+        with ``message.caller``); the message carries it and the agent confirms it at the
+        operations endpoint. Returns the message as recorded.
         """
         if text is None and data is None:
             raise ValueError("a reply needs text or data")
@@ -144,6 +164,8 @@ class FrontdoorConversations:
             message["text"] = text
         if data is not None:
             message["data"] = dict(data)
+        if operation_id is not None:
+            message["operation_id"] = operation_id
         answer = await self._post(conversation_id, "messages", {"message": message, "sender": sender, "done": done})
         recorded = answer.get("message")
         return recorded if isinstance(recorded, dict) else {}

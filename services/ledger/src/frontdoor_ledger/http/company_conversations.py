@@ -7,9 +7,11 @@ messages are stored and relayed as data.
 
 - ``GET /v1/conversations?status=``: the inbox, most recently changed first.
 - ``GET /v1/conversations/{id}?cursor=``: the conversation and a page of its events.
-- ``POST /v1/conversations/{id}/messages`` ``{message: {id?, text?, data?}, sender?, done?}``:
+- ``POST /v1/conversations/{id}/messages`` ``{message: {id?, text?, data?, operation_id?}, sender?, done?}``:
   a reply (``role: company``; ``sender`` ``agent`` or ``human``, PAP-7.7-02); ``done``
-  (default true) ends the turn (``idle``). ``id`` makes it idempotent.
+  (default true) ends the turn (``idle``). ``id`` makes it idempotent. ``operation_id``
+  names an operation the company proposed for this conversation's agent and user: the
+  message carries it (``operation``, as the operations endpoint shows it; OPS-4-01).
 - ``POST .../deltas`` ``{message_id, text}``: a piece of a reply being written, shown by
   streaming agents before the complete message (display only, §7.6).
 - ``POST .../authorization`` ``{scope, error?}``: ask the agent to sign the user in for
@@ -28,6 +30,8 @@ import msgspec
 from frontdoor_conversations import Conversation, ConversationRefused, publish_delta, store
 from frontdoor_conversations.rules import IDENTIFIER, MAX_MESSAGE_BYTES
 from frontdoor_core.errors import Invalid, NotFound
+from frontdoor_operations import ledger
+from frontdoor_operations.ledger import to_wire
 from litestar import Response, get, post
 from litestar.datastructures import State
 from litestar.params import FromPath
@@ -71,6 +75,7 @@ class ReplyMessage(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     id: str | None = None
     text: str | None = None
     data: dict[str, Any] | None = None
+    operation_id: str | None = None
 
 
 class ReplyBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -139,6 +144,22 @@ async def read_conversation(conversation_id: FromPath[str], company: LedgerTenan
                      "has_more": page.has_more}, headers=_NO_STORE)
 
 
+async def _operation_for(ctx: LedgerContext, company: LedgerTenant, conversation: Conversation,
+                         operation_id: str) -> dict[str, Any]:
+    """The operation a reply carries, as the agent's operations endpoint shows it.
+
+    Only one proposed for the conversation's own agent and user (and account, once the
+    conversation has one): another's is ``operation_not_found``, like an unknown one.
+    """
+    async with ctx.pool.acquire() as conn:
+        op = await ledger.get_operation(conn, company.tenant_id, operation_id) if IDENTIFIER.fullmatch(
+            operation_id) else None
+    theirs = op is not None and (op.client_id, op.user_id) == (conversation.client_id, conversation.user_id)
+    if op is None or not theirs or (conversation.account_id is not None and op.account_id != conversation.account_id):
+        raise NotFound("operation_not_found", "No such operation for this conversation's agent and user.")
+    return to_wire(op)
+
+
 @post("/{slug:str}/v1/conversations/{conversation_id:str}/messages", dependencies=_COMPANY, status_code=201)
 async def reply(conversation_id: FromPath[str], company: LedgerTenant, state: State, body: bytes) -> Response[Any]:
     await _enabled(state, company)
@@ -151,11 +172,14 @@ async def reply(conversation_id: FromPath[str], company: LedgerTenant, state: St
         raise Invalid("invalid_request", "A message needs text or data.")
     if len(body) > MAX_MESSAGE_BYTES + 256:
         raise Invalid("invalid_request", f"The message is larger than {MAX_MESSAGE_BYTES} bytes.")
+    operation = None
+    if m.operation_id is not None:
+        operation = await _operation_for(ctx, company, await _find(ctx, company, conversation_id), m.operation_id)
     try:
         async with ctx.pool.acquire() as conn:
             conversation, message = await store.company_message(
                 conn, company.tenant_id, conversation_id, message_id=m.id, text=m.text, data=m.data,
-                sender=parsed.sender, done=parsed.done, now=ctx.now())
+                sender=parsed.sender, done=parsed.done, now=ctx.now(), operation=operation)
     except ConversationRefused as exc:
         return _refused(exc)
     await _changed(state, company, conversation)
