@@ -20,7 +20,7 @@ from frontdoor_protocol import (
     verify_session_token,
 )
 
-from .jose_helpers import CLIENT_ID, ISSUER, NOW, ec_key, jti, sign
+from .jose_helpers import CLIENT_ID, ISSUER, NOW, ec_key, hs256_with_public_key, jti, sign, unsigned
 from .pap10_helpers import ISSUER_KEY, access_token, issuer_keys
 
 
@@ -133,3 +133,32 @@ def test_adr_0004_s4_minting_refuses_inconsistent_claims() -> None:
             ec_key("k", crv="P-384"),
             "k",
         )
+
+
+def _claims(**changes: Any) -> dict[str, Any]:
+    values: dict[str, Any] = {"iss": ISSUER, "sub": "acct_42", "aud": ISSUER, "client_id": CLIENT_ID,
+                              "scope": "poppy:read", "jti": jti(), "iat": NOW - 5, "exp": NOW + 900, "sgn": "sgn_1",
+                              "token_use": "access"}
+    values.update(changes)
+    return {name: value for name, value in values.items() if value is not None}
+
+
+_HEADER = {"alg": "ES256", "typ": "at+jwt", "kid": "issuer-1"}
+
+
+@pytest.mark.parametrize(("token", "description"), [
+    (unsigned(_HEADER, _claims()), "access token header is not accepted"),
+    (hs256_with_public_key(_HEADER, _claims(), ISSUER_KEY), "access token header is not accepted"),
+    (sign({"alg": "ES256", "typ": "at+jwt"}, _claims(), ISSUER_KEY), "access token has no kid"),
+    (sign(_HEADER, _claims(), ec_key("issuer-1")), "access token signature is invalid"),
+    (sign(_HEADER, _claims(sgn=None), ISSUER_KEY), "access token claims are not accepted"),
+    (sign(_HEADER, _claims(exp=None), ISSUER_KEY), "access token claims are not accepted"),
+    (sign(_HEADER, _claims(aud=[]), ISSUER_KEY), "access token claims are not accepted"),
+    (sign(_HEADER, _claims(iat=NOW + 61, exp=NOW + 900), ISSUER_KEY), "access token is issued in the future"),
+    (sign(_HEADER, _claims(iat=NOW - 5, exp=NOW + 3600), ISSUER_KEY), "access token lifetime is not accepted"),
+    (sign(_HEADER, _claims(iat=NOW - 1000, exp=NOW - 61), ISSUER_KEY), "access token has expired"),
+    (sign(_HEADER, _claims(cnf={"jkt": ""}), ISSUER_KEY), "access token cnf is malformed"),
+])
+def test_rfc_9068_each_refusal_keeps_its_description(token: str, description: str) -> None:
+    """RFC 9068 §4, GUIDE-jwt-02/-04: header, signature, claims and times, each with its own words."""
+    refused(lambda: verify(token), description, token.rstrip("."))  # alg none: no empty part to look for

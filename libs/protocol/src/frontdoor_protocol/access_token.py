@@ -8,6 +8,10 @@ for), ``client_id`` (the agent's CIMD URL), ``scope``, ``jti``, ``iat``, ``exp``
 Token (``"session"``) is never accepted here, and an access token is never accepted by
 :func:`~frontdoor_protocol.session_token.verify_session_token`.
 
+Verification is the issuer-token profile (:mod:`frontdoor_protocol.issuer_jwt`) with an
+``aud`` that is a string or an array holding one of the resource's audiences (RFC 9068 §4,
+RFC 8707), and a lifetime of at most :data:`MAX_ACCESS_TOKEN_LIFETIME`.
+
 Every refusal is ``invalid_token``: at a resource that is the standard OAuth challenge of
 the scheme used, never ``invalid_session`` [S §4].
 """
@@ -21,7 +25,7 @@ import msgspec
 from joserfc.jwk import ECKey, KeySet
 
 from frontdoor_protocol.compact_jws import sign_compact_jws
-from frontdoor_protocol.errors import ErrorCode, ProtocolError
+from frontdoor_protocol.errors import ErrorCode
 from frontdoor_protocol.issuer_jwt import (
     ISSUER_JWT_ALGORITHM,
     ISSUER_JWT_TYPE,
@@ -157,10 +161,9 @@ def verify_access_token(
         ProtocolError: ``invalid_token`` for any other failed check.
     """
     jws = verify_issuer_jws(token, keys=keys, name=_NAME)
-    claims = decode_issuer_claims(jws, _Payload, issuer=issuer, now=now, skew=skew, name=_NAME)
     accepted = frozenset((issuer,) if audiences is None else audiences)
-    if accepted.isdisjoint(claims.audiences):
-        raise ProtocolError(_INVALID, "access token is for another resource")
+    claims = decode_issuer_claims(jws, _Payload, issuer=issuer, now=now, skew=skew, name=_NAME,
+                                  max_lifetime=MAX_ACCESS_TOKEN_LIFETIME, audiences=accepted)
     return AccessTokenClaims(
         iss=claims.iss,
         sub=claims.sub,

@@ -15,8 +15,9 @@ Two kinds:
   without ``cnf`` (PAP-4.3-10, PAP-4.3-23). Verified without ``audience`` (at any other
   endpoint) it is refused.
 
-Verification parses once and checks the signature before decoding the claims into
-:class:`SessionTokenClaims`. Every refusal is ``invalid_token``.
+Verification is the issuer-token profile (:mod:`frontdoor_protocol.issuer_jwt`, lifetime
+at most :data:`MAX_SESSION_TOKEN_LIFETIME`); ``aud`` and ``resource`` are checked after the
+claims decode into :class:`SessionTokenClaims`. Every refusal is ``invalid_token``.
 """
 
 from __future__ import annotations
@@ -181,7 +182,8 @@ def verify_session_token(
         ProtocolError: ``invalid_token`` for any other failed check.
     """
     jws = verify_issuer_jws(token, keys=keys, name=_NAME)
-    claims = decode_issuer_claims(jws, _Payload, issuer=issuer, now=now, skew=skew, name=_NAME)
+    claims = decode_issuer_claims(jws, _Payload, issuer=issuer, now=now, skew=skew, name=_NAME,
+                                  max_lifetime=MAX_SESSION_TOKEN_LIFETIME)
     if audience is None or audience == issuer:
         if claims.aud != issuer or claims.resource is not None:
             raise ProtocolError(_INVALID, "session token is for another resource")
