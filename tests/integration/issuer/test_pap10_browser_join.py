@@ -150,8 +150,8 @@ async def test_step_1_gives_a_fresh_code_and_its_cookie_with_isolation_headers(
     assert code is not None and len(code.group(1)) >= 43  # 256 bits, base64url
     assert f'action="{tenant.issuer}/join/redeem"' in r.text
     # Stored hashed: Redis holds neither the code nor the cookie.
-    keys = [k.decode() for k in await runtime.redis.keys(f"join:{tenant.id}:*")]
-    assert f"join:{tenant.id}:{hashlib.sha256(code.group(1).encode()).hexdigest()}" in keys
+    keys = [k.decode() for k in await runtime.redis.keys(f"join:{{{tenant.id}}}:*")]
+    assert f"join:{{{tenant.id}}}:{hashlib.sha256(code.group(1).encode()).hexdigest()}" in keys
     record = await runtime.redis.hgetall(keys[0])
     assert all(code.group(1).encode() not in v and r.cookies[COOKIE].encode() not in v for v in record.values())
     again, _ = await step1(issuer, tenant)

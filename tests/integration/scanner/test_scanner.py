@@ -95,7 +95,7 @@ async def test_a_good_domain_scores_100_and_the_result_is_cached_and_shareable(
     assert 'data-score="100"' in page.text and 'data-ok="true"' in page.text and 'data-finding="none"' in page.text
     assert "<script" not in page.text
     assert len(scan_web.requests) == before
-    ttl = await runtime.redis.ttl(f"scan:result:v1:{domain}")
+    ttl = await runtime.redis.ttl(f"scan:result:v1:{{{domain}}}")
     assert 0 < ttl <= 300
 
 

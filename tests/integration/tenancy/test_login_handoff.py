@@ -127,9 +127,9 @@ async def test_the_request_jti_is_kept_only_while_it_can_be_answered(
     db: Any, kek: Kek, configured: TenantHandle, runtime: Runtime
 ) -> None:
     url = await start(db, kek, configured, runtime, runtime.clock())
-    ttls = [await runtime.redis.ttl(key) async for key in runtime.redis.scan_iter(f"login:req:{configured.id}:*")]
+    ttls = [await runtime.redis.ttl(key) async for key in runtime.redis.scan_iter(f"login:req:{{{configured.id}}}:*")]
     assert len(ttls) == 1 and 0 < ttls[0] <= 150
-    assert url.request_jti not in str(await runtime.redis.keys(f"login:req:{configured.id}:*"))
+    assert url.request_jti not in str(await runtime.redis.keys(f"login:req:{{{configured.id}}}:*"))
 
 
 async def test_a_signed_response_gives_the_account(

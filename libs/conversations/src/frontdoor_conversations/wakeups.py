@@ -21,6 +21,7 @@ import msgspec
 import redis.asyncio as aioredis
 import structlog
 from frontdoor_core.channel_listener import ChannelListener
+from frontdoor_core.redis_keys import shard
 
 __all__ = ["CHANNEL", "DELTA_TTL_SECONDS", "ConversationWaiters", "Subscription", "publish_changed",
            "publish_delta", "recent_deltas"]
@@ -36,7 +37,7 @@ def _key(tenant_id: str, conversation_id: str) -> str:
 
 
 def _delta_key(tenant_id: str, message_id: str) -> str:
-    return f"frontdoor:conversations:deltas:{tenant_id}:{message_id}"
+    return f"frontdoor:conversations:deltas:{shard(tenant_id)}:{message_id}"
 
 
 async def publish_changed(redis: aioredis.Redis, tenant_id: str, conversation_id: str) -> None:

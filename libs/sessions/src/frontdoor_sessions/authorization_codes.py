@@ -25,6 +25,7 @@ from typing import Any, Literal
 import msgspec
 import redis.asyncio as aioredis
 from frontdoor_core.errors import Unavailable
+from frontdoor_core.redis_keys import shard
 
 __all__ = ["CODE_LIFETIME_S", "AuthorizationCodeStore", "CodeTake", "IssuedCode"]
 
@@ -114,7 +115,7 @@ class AuthorizationCodeStore:
 
     @staticmethod
     def _key(tenant_id: str, handle: str) -> str:
-        return f"authz:{tenant_id}:{handle}"
+        return f"authz:{shard(tenant_id)}:{handle}"
 
     async def _call(self, coro: Any) -> Any:
         try:

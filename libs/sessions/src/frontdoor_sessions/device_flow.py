@@ -30,6 +30,7 @@ from typing import Any, Literal
 import msgspec
 import redis.asyncio as aioredis
 from frontdoor_core.errors import RateLimited, Unavailable
+from frontdoor_core.redis_keys import shard
 
 __all__ = [
     "USER_CODE_ALPHABET",
@@ -182,11 +183,11 @@ class DeviceStore:
 
     @staticmethod
     def _key(tenant_id: str, handle: str) -> str:
-        return f"dev:{tenant_id}:{handle}"
+        return f"dev:{shard(tenant_id)}:{handle}"
 
     @staticmethod
     def _user_key(tenant_id: str, code: str) -> str:
-        return f"devu:{tenant_id}:{code}"
+        return f"devu:{shard(tenant_id)}:{code}"
 
     async def _call(self, coro: Any) -> Any:
         try:
@@ -251,10 +252,10 @@ class DeviceStore:
         now = now or self._clock()
         minute = int(now.timestamp()) // 60
         retry = 60 - int(now.timestamp()) % 60
-        counters = [(f"devmiss:{tenant_id}:{minute}", self._tenant_misses)]
+        counters = [(f"devmiss:{shard(tenant_id)}:{minute}", self._tenant_misses)]
         if requester is not None:
             digest = hashlib.sha256(requester.encode()).hexdigest()[:32]
-            counters.append((f"devmiss:{tenant_id}:{digest}:{minute}", self._requester_misses))
+            counters.append((f"devmiss:{shard(tenant_id)}:{digest}:{minute}", self._requester_misses))
         for key, limit in counters:
             if await self._over(key, limit):
                 raise RateLimited("too_many_codes", "Too many wrong codes; wait a minute and retry.",

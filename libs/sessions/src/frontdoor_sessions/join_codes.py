@@ -28,6 +28,7 @@ from typing import Any, Literal
 import msgspec
 import redis.asyncio as aioredis
 from frontdoor_core.errors import Unavailable
+from frontdoor_core.redis_keys import shard
 
 __all__ = [
     "JOIN_CODE_LIFETIME_S",
@@ -112,7 +113,7 @@ class JoinCodeStore:
 
     @staticmethod
     def _key(tenant_id: str, code: str) -> str:
-        return f"join:{tenant_id}:{_handle(code)}"
+        return f"join:{shard(tenant_id)}:{_handle(code)}"
 
     async def _call(self, coro: Any) -> Any:
         try:

@@ -34,6 +34,7 @@ import msgspec
 import redis.asyncio as aioredis
 from frontdoor_core.errors import Invalid, Unavailable
 from frontdoor_core.outbound import FetchError, SafeFetcher
+from frontdoor_core.redis_keys import shard
 from frontdoor_tenancy.credentials.key_encryption import Kek
 from frontdoor_tenancy.issuer_settings import LoginConnection
 from frontdoor_tenancy.oidc_connection import load_client_secret
@@ -112,7 +113,7 @@ def _b64url(raw: bytes) -> str:
 
 
 def _state_key(tenant_id: str, state: str) -> str:
-    return f"oidc:state:{tenant_id}:{hashlib.sha256(state.encode()).hexdigest()}"
+    return f"oidc:state:{shard(tenant_id)}:{hashlib.sha256(state.encode()).hexdigest()}"
 
 
 def _unavailable() -> Unavailable:

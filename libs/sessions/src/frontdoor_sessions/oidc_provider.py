@@ -21,6 +21,7 @@ import msgspec
 import redis.asyncio as aioredis
 from frontdoor_core.errors import Unavailable
 from frontdoor_core.outbound import FetchError, SafeFetcher
+from frontdoor_core.redis_keys import shard
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
@@ -132,7 +133,7 @@ async def discover(issuer: str, *, tenant_id: str, fetcher: SafeFetcher, redis: 
         ProviderUnavailable: The metadata cannot be fetched or is not acceptable.
     """
     loopback = fetcher.policy.allow_http_loopback
-    key = f"oidc:meta:{tenant_id}:{_digest(issuer)}"
+    key = f"oidc:meta:{shard(tenant_id)}:{_digest(issuer)}"
     if not fresh:
         with contextlib.suppress(Exception):
             cached = await redis.get(key)
@@ -179,7 +180,7 @@ async def provider_keys(meta: ProviderMetadata, *, tenant_id: str, fetcher: Safe
     Raises:
         ProviderUnavailable: ``keys_unavailable``.
     """
-    key = f"oidc:jwks:{tenant_id}:{_digest(meta.jwks_uri)}"
+    key = f"oidc:jwks:{shard(tenant_id)}:{_digest(meta.jwks_uri)}"
     if not fresh:
         with contextlib.suppress(Exception):
             cached = await redis.get(key)
@@ -197,13 +198,13 @@ async def refetched_keys(meta: ProviderMetadata, *, tenant_id: str, fetcher: Saf
         Unavailable: Redis could not answer (the refetch limit fails closed).
     """
     try:
-        allowed = await redis.set(f"oidc:jwks-refetch:{tenant_id}:{_digest(meta.jwks_uri)}", b"1", nx=True,
+        allowed = await redis.set(f"oidc:jwks-refetch:{shard(tenant_id)}:{_digest(meta.jwks_uri)}", b"1", nx=True,
                                   ex=KEYS_REFETCH_INTERVAL)
     except Exception:
         raise Unavailable("login_state_unavailable", "Temporarily unavailable; retry shortly.", retry_after=5) from None
     if not allowed:
         return None
-    return await _fetch_keys(meta, f"oidc:jwks:{tenant_id}:{_digest(meta.jwks_uri)}", fetcher, redis)
+    return await _fetch_keys(meta, f"oidc:jwks:{shard(tenant_id)}:{_digest(meta.jwks_uri)}", fetcher, redis)
 
 
 async def check_provider(issuer: str, *, tenant_id: str, fetcher: SafeFetcher, redis: aioredis.Redis) -> ProviderMetadata:

@@ -8,12 +8,17 @@ any later one within the TTL is a replay. When Redis cannot answer we fail close
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 import redis.asyncio as aioredis
 from frontdoor_core.errors import Unavailable
+from frontdoor_core.redis_keys import shard
 
 __all__ = ["ReplayCache"]
+
+_SCOPE_TENANT = re.compile("[\x00:]")
+"""What ends the tenant ID a claim's scope starts with."""
 
 # KEYS[1..n]: the one-time values, KEYS[n+1]: a fixed-window counter. ARGV[1..n]: their TTLs,
 # ARGV[n+1]: the counter's expiry. Every value is claimed (each its own SET NX, as in
@@ -44,9 +49,15 @@ class ReplayCache:
 
     @staticmethod
     def _key(namespace: str, scope: str, value: str) -> str:
+        """``jti:{tenant}:namespace:digest``: a scope starts with its tenant's ID (then NUL or ``:``).
+
+        The tenant is the key's Redis Cluster hash tag, the same as the token endpoint's
+        per-agent counter's, so `claim_all_then_count` touches one slot.
+        """
         # Hash: jti values are attacker-chosen strings; keep keys short and uniform.
         digest = hashlib.sha256(f"{scope}\x00{value}".encode()).hexdigest()[:40]
-        return f"jti:{namespace}:{digest}"
+        tenant = _SCOPE_TENANT.split(scope, maxsplit=1)[0]
+        return f"jti:{shard(tenant)}:{namespace}:{digest}"
 
     async def claim_all(self, claims: list[tuple[str, str, str, int]]) -> list[bool]:
         """Claim several ``(namespace, scope, value, ttl_s)`` in one round trip.

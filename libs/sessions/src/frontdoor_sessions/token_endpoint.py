@@ -18,6 +18,7 @@ import msgspec
 import redis.asyncio as aioredis
 from frontdoor_core.errors import Unavailable
 from frontdoor_core.rate_limit import hit, window_key
+from frontdoor_core.redis_keys import shard
 from frontdoor_identity import AgentDirectory
 from frontdoor_protocol.errors import ProtocolError
 from frontdoor_tenancy.issuer_settings import IssuerSettings
@@ -116,7 +117,7 @@ class GrantDeps:
 
     async def limit_network(self, tenant: TenantIssuer, client_address: str) -> None:
         """The per-network limit on unverified requests, checked first by every grant."""
-        await self.limit(f"tok:net:{tenant.tenant_id}:{client_address}",
+        await self.limit(f"tok:net:{shard(tenant.tenant_id)}:{client_address}",
                          tenant.settings.token_requests_per_network_per_minute, "token-network")
 
     async def limit_agent(self, tenant: TenantIssuer, client_id: str) -> None:
@@ -163,7 +164,7 @@ class GrantDeps:
 
 
 def _agent_key(tenant: TenantIssuer, client_id: str) -> str:
-    return f"tok:agent:{tenant.tenant_id}:{client_id}"
+    return f"tok:agent:{shard(tenant.tenant_id)}:{client_id}"
 
 
 def _per_agent(tenant: TenantIssuer, client_id: str) -> int:

@@ -29,6 +29,7 @@ import msgspec
 import redis.asyncio as aioredis
 from frontdoor_core.errors import Invalid, Unavailable
 from frontdoor_core.outbound import FetchError, SafeFetcher
+from frontdoor_core.redis_keys import shard
 from frontdoor_protocol.login_handoff import (
     DEFAULT_LOGIN_SKEW,
     MAX_LOGIN_LIFETIME,
@@ -115,15 +116,15 @@ def _digest(value: str) -> str:
 
 
 def _request_key(tenant_id: str, jti: str) -> str:
-    return f"login:req:{tenant_id}:{_digest(jti)}"
+    return f"login:req:{shard(tenant_id)}:{_digest(jti)}"
 
 
 def _response_key(tenant_id: str, jti: str) -> str:
-    return f"login:resp:{tenant_id}:{_digest(jti)}"
+    return f"login:resp:{shard(tenant_id)}:{_digest(jti)}"
 
 
 def _jwks_key(tenant_id: str, jwks_uri: str) -> str:
-    return f"login:jwks:{tenant_id}:{_digest(jwks_uri)}"
+    return f"login:jwks:{shard(tenant_id)}:{_digest(jwks_uri)}"
 
 
 def _unavailable() -> Unavailable:
@@ -296,7 +297,7 @@ async def _keys(login: LoginConnection, tenant_id: str, redis: aioredis.Redis, f
 async def _refetched_keys(jwks_uri: str, tenant_id: str, redis: aioredis.Redis, fetcher: SafeFetcher) -> KeySet | None:
     """Fresh keys after an unknown ``kid``, or ``None`` when a refetch happened just before."""
     try:
-        allowed = await redis.set(f"login:jwks-refetch:{tenant_id}:{_digest(jwks_uri)}", b"1", nx=True,
+        allowed = await redis.set(f"login:jwks-refetch:{shard(tenant_id)}:{_digest(jwks_uri)}", b"1", nx=True,
                                   ex=JWKS_REFETCH_INTERVAL)
     except Exception:
         raise _unavailable() from None

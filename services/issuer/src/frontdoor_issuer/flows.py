@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 import redis.asyncio as aioredis
 from frontdoor_core.errors import Unavailable
+from frontdoor_core.redis_keys import shard
 
 __all__ = ["FLOW_TTL_S", "FlowState", "FlowStore"]
 
@@ -47,17 +48,17 @@ class FlowStore:
 
     async def create(self, state: FlowState) -> str:
         flow_id = secrets.token_urlsafe(24)
-        await self._run(self._redis.set(f"flow:{flow_id}", msgspec.json.encode(state), ex=FLOW_TTL_S))
+        await self._run(self._redis.set(f"flow:{shard(flow_id)}", msgspec.json.encode(state), ex=FLOW_TTL_S))
         return flow_id
 
     async def get(self, flow_id: str | None) -> FlowState | None:
         if not flow_id or len(flow_id) > 64:
             return None
-        raw = await self._run(self._redis.get(f"flow:{flow_id}"))
+        raw = await self._run(self._redis.get(f"flow:{shard(flow_id)}"))
         return None if raw is None else msgspec.json.decode(raw, type=FlowState)
 
     async def save(self, flow_id: str, state: FlowState) -> None:
-        await self._run(self._redis.set(f"flow:{flow_id}", msgspec.json.encode(state), ex=FLOW_TTL_S, xx=True))
+        await self._run(self._redis.set(f"flow:{shard(flow_id)}", msgspec.json.encode(state), ex=FLOW_TTL_S, xx=True))
 
     async def end(self, flow_id: str) -> None:
-        await self._run(self._redis.delete(f"flow:{flow_id}"))
+        await self._run(self._redis.delete(f"flow:{shard(flow_id)}"))

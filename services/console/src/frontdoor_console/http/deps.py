@@ -6,6 +6,7 @@ from typing import Any
 
 from frontdoor_core.errors import RateLimited, Unavailable
 from frontdoor_core.rate_limit import hit
+from frontdoor_core.redis_keys import shard
 from frontdoor_tenancy.actor import Actor
 from frontdoor_tenancy.roles import require
 from litestar import Request
@@ -73,4 +74,4 @@ async def tenant_quota(ctx: ConsoleContext, tenant_id: str, action: str) -> None
         Unavailable: Redis is unreachable (fail closed).
     """
     setting, window_s = _QUOTAS[action]
-    await rate_limit(ctx, f"quota:{action}:{tenant_id}", limit=getattr(ctx.settings, setting), window_s=window_s)
+    await rate_limit(ctx, f"quota:{action}:{shard(tenant_id)}", limit=getattr(ctx.settings, setting), window_s=window_s)

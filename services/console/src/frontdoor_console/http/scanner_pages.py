@@ -20,6 +20,7 @@ import msgspec
 import structlog
 from frontdoor_core.errors import DomainError, Invalid, Unavailable
 from frontdoor_core.rate_limit import hit
+from frontdoor_core.redis_keys import shard
 from frontdoor_httpkit import client_address
 from frontdoor_tenancy.domains.domain_name import InvalidDomain, normalize_domain
 from frontdoor_tenancy.scanner import ScanBudget, ScanReport, run_scan
@@ -53,7 +54,7 @@ def _domain(raw: str) -> str:
 def _admit(ctx: ConsoleContext) -> Any:
     async def admit(host: str) -> bool:
         try:
-            allowed, _ = await hit(ctx.redis, f"scan:target:{host}", limit=ctx.settings.scanner_target_rate_limit,
+            allowed, _ = await hit(ctx.redis, f"scan:target:{shard(host)}", limit=ctx.settings.scanner_target_rate_limit,
                                    window_s=60)
         except Exception:
             return False  # fail closed: no limiter, no request
@@ -74,15 +75,15 @@ async def scan(ctx: ConsoleContext, request: Request[Any, Any, Any], raw: str) -
     domain = _domain(raw)
     redis = ctx.redis
     try:
-        cached = await redis.get(_RESULT_KEY + domain)
+        cached = await redis.get(_RESULT_KEY + shard(domain))
     except Exception:
         raise Unavailable("scanner_unavailable", "The scanner is unavailable; try again in a moment.") from None
     if cached is not None:
         return msgspec.json.decode(cached, type=ScanReport), True
     client = client_address(request, ctx.settings.trusted_proxies)
-    await rate_limit(ctx, f"scan:{client}", limit=ctx.settings.scanner_rate_limit, window_s=3600)
+    await rate_limit(ctx, f"scan:{shard(client)}", limit=ctx.settings.scanner_rate_limit, window_s=3600)
     try:
-        locked = await redis.set(_LOCK_KEY + domain, b"1", nx=True, ex=_LOCK_S)
+        locked = await redis.set(_LOCK_KEY + shard(domain), b"1", nx=True, ex=_LOCK_S)
     except Exception:
         raise Unavailable("scanner_unavailable", "The scanner is unavailable; try again in a moment.") from None
     if not locked:
@@ -91,10 +92,10 @@ async def scan(ctx: ConsoleContext, request: Request[Any, Any, Any], raw: str) -
     try:
         report = await run_scan(ScanBudget(ctx.scanner_fetcher, admit=_admit(ctx)), domain, now=ctx.now())
         ttl = max(int(ctx.settings.scanner_cache_ttl.total_seconds()), 1)
-        await redis.set(_RESULT_KEY + domain, msgspec.json.encode(report), ex=ttl)
+        await redis.set(_RESULT_KEY + shard(domain), msgspec.json.encode(report), ex=ttl)
     finally:
         try:
-            await redis.delete(_LOCK_KEY + domain)
+            await redis.delete(_LOCK_KEY + shard(domain))
         except Exception:
             _log.warning("scan_lock_not_released", domain=domain)  # it lapses after _LOCK_S
     _log.info("domain_scanned", domain=domain, score=report.score, fetches=report.fetches, elapsed_ms=report.elapsed_ms)

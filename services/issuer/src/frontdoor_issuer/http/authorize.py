@@ -32,6 +32,7 @@ from urllib.parse import parse_qsl
 
 from frontdoor_core.errors import Unavailable
 from frontdoor_core.rate_limit import hit
+from frontdoor_core.redis_keys import shard
 from frontdoor_httpkit import client_address
 from frontdoor_identity import ClientResolutionError, get_agent_policy, is_allowed, loopback_redirect_matches
 from frontdoor_protocol.errors import ProtocolError
@@ -85,7 +86,7 @@ async def authorize(slug: FromPath[str], request: Request[Any, Any, Any], state:
         return not_found()
     network = client_address(request, state.ctx.settings.trusted_proxies)
     try:
-        allowed, retry = await hit(ctx.redis, f"authorize:{tenant.tenant_id}:{network}",
+        allowed, retry = await hit(ctx.redis, f"authorize:{shard(tenant.tenant_id)}:{network}",
                                    limit=_REQUESTS_PER_NETWORK_PER_MINUTE, window_s=60)
     except Exception:
         raise Unavailable("rate_limiter_unavailable", "Temporarily unavailable.") from None

@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 import msgspec
 from frontdoor_core.errors import Unavailable
 from frontdoor_core.rate_limit import hit
+from frontdoor_core.redis_keys import shard
 from frontdoor_httpkit import BadBody, read_json
 from frontdoor_identity import (
     ClientResolutionError,
@@ -108,7 +109,7 @@ async def _limited(state: State, tenant: TenantIssuer, credential: str, *, endpo
     """Count one call of the credential; the 429 to send past ``limit``, else None."""
     digest = hashlib.sha256(credential.encode()).hexdigest()[:32]
     try:
-        allowed, reset = await hit(state.ctx.redis, f"poppy:{endpoint}:{tenant.tenant_id}:{digest}", limit=limit,
+        allowed, reset = await hit(state.ctx.redis, f"poppy:{endpoint}:{shard(tenant.tenant_id)}:{digest}", limit=limit,
                                    window_s=60)
     except Exception:
         return unavailable(5)

@@ -39,6 +39,7 @@ from frontdoor_conversations import (
     store,
 )
 from frontdoor_conversations.rules import IDENTIFIER, check_owner
+from frontdoor_core.redis_keys import shard
 from frontdoor_httpkit import client_address
 from frontdoor_operations.rules import CallerView
 from frontdoor_protocol import ErrorCode, MalformedJSON, ProtocolError, loads_object
@@ -70,7 +71,7 @@ def _hub(state: State) -> ConversationsHub:
 async def _caller(ctx: LedgerContext, hub: ConversationsHub, slug: str,
                   request: Request[Any, Any, Any]) -> tuple[LedgerTenant, CallerView, Caller]:
     network = client_address(request, ctx.settings.trusted_proxies)
-    await _limit(ctx, f"ledger:net:{slug[:64]}:{network}", REQUESTS_PER_NETWORK_PER_MINUTE)
+    await _limit(ctx, f"ledger:net:{shard(slug[:64])}:{network}", REQUESTS_PER_NETWORK_PER_MINUTE)
     tenant = await ctx.tenant(slug)
     if tenant is None or not (await hub.hosted(tenant.tenant_id)).enabled:
         raise Refused(Response({"error": "not_found", "error_description": "No such resource."}, status_code=404,
@@ -195,7 +196,7 @@ async def post_message(slug: FromPath[str], conversation_id: FromPath[str], requ
     hub = _hub(state)
     tenant, view, caller = await _caller(ctx, hub, slug, request)
     message = _message(await _body(request, view), view)
-    await _limit(ctx, f"ledger:cnv:{tenant.tenant_id}:{conversation_id[:64]}", MESSAGES_PER_CONVERSATION_PER_MINUTE)
+    await _limit(ctx, f"ledger:cnv:{shard(tenant.tenant_id)}:{conversation_id[:64]}", MESSAGES_PER_CONVERSATION_PER_MINUTE)
     try:
         async with ctx.pool.acquire() as conn:
             posted = await store.post_message(conn, tenant.tenant_id, caller, conversation_id, message, now=ctx.now())

@@ -24,6 +24,7 @@ from typing import Any
 import msgspec
 from frontdoor_core.metrics import CONFIRMS
 from frontdoor_core.rate_limit import hit
+from frontdoor_core.redis_keys import shard
 from frontdoor_httpkit import client_address
 from frontdoor_operations import kinds, ledger
 from frontdoor_operations.ledger import Operation, to_wire
@@ -68,12 +69,12 @@ async def _owned(ctx: LedgerContext, slug: str, operation_id: str,
                  request: Request[Any, Any, Any]) -> tuple[LedgerTenant, CallerView, Operation]:
     # Before any lookup or signature check (the costly parts): per network, then per Session.
     network = client_address(request, ctx.settings.trusted_proxies)
-    await _limit(ctx, f"ledger:net:{slug[:64]}:{network}", REQUESTS_PER_NETWORK_PER_MINUTE)
+    await _limit(ctx, f"ledger:net:{shard(slug[:64])}:{network}", REQUESTS_PER_NETWORK_PER_MINUTE)
     tenant = await ctx.tenant(slug)
     if tenant is None:
         raise Refused(refusal(ProtocolError(ErrorCode.OPERATION_NOT_FOUND, "No such operation.")))
     caller = await authenticate(ctx, tenant, request)
-    await _limit(ctx, f"ledger:ses:{tenant.tenant_id}:{caller.session_id}", REQUESTS_PER_SESSION_PER_MINUTE)
+    await _limit(ctx, f"ledger:ses:{shard(tenant.tenant_id)}:{caller.session_id}", REQUESTS_PER_SESSION_PER_MINUTE)
     async with ctx.pool.acquire() as conn:
         op = await ledger.get_operation(conn, tenant.tenant_id, operation_id)
     error = check_owner(op.view() if op is not None else None, caller)
