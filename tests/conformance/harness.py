@@ -7,7 +7,9 @@ command does, builds a fresh database, runs the console, the issuer and the exam
 company (Northwind) with their lifespans in the current event loop, and puts them on the
 suite's ``InProcessNetwork`` beside two agent identities. The company is onboarded the
 way a real one is, over HTTP: sign-up, domain claim and DNS verification, issuer
-settings, a resource-server credential, and the generated ``poppy.json``.
+settings, a resource-server credential, and the generated ``poppy.json``. Conversations
+are Frontdoor's hosted ones (``{ledger}/{slug}/conversations``), answered by Northwind's
+concierge through the ``conversation.message.created`` webhook and the sdk.
 
 Usable outside pytest::
 
@@ -17,7 +19,6 @@ Usable outside pytest::
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import os
 import secrets
@@ -28,7 +29,7 @@ from decimal import Decimal
 from typing import Any
 
 import httpx
-from personal_agent_protocol.conformance import ConformanceContext, Proposal, Scenario, SkipCase
+from personal_agent_protocol.conformance import ConformanceContext, Proposal, Scenario
 from personal_agent_protocol.demo.kit import AgentIdentity, InProcessNetwork, MutableClock
 from personal_agent_protocol.operations import TermLimit
 
@@ -38,7 +39,6 @@ COMPANY_DOMAIN = "northwind.example"
 ISSUER_HOST = "issuer.frontdoor.test"
 CONSOLE_HOST = "console.frontdoor.test"
 LEDGER_HOST = "ledger.frontdoor.test"
-SUPPORT_HOST = "support.northwind.example"
 _USER_ADDRESSES = itertools.count(1)  # users' browsers, one address each
 from frontdoor_core.migrations import MIGRATED_PACKAGES  # noqa: E402
 
@@ -67,12 +67,11 @@ SCENARIO = Scenario(
                      TermLimit("total.currency", allowed=frozenset({"EUR"}))),
     standing_too_low=(TermLimit("total.amount", maximum=Decimal("20.00")),),
     operation_prompt="Please reorder my last order.",
+    # Northwind's concierge asks a signed-out user to sign in for orders:read (PAP-7.11-01).
+    account_prompt="Where is my last order?",
     mcp_propose_tool="reorder",
     web_confirm_form={"revision": "{revision}"},
 )
-
-#: The same, with Frontdoor hosting the conversations and a support agent that asks for sign-in.
-HOSTED_SCENARIO = dataclasses.replace(SCENARIO, account_prompt="Where is my last order?")
 
 class FrontdoorDriver:
     """What the runner cannot do as an agent, done through Frontdoor's real surfaces.
@@ -87,20 +86,16 @@ class FrontdoorDriver:
 
     The company revises an operation (`revise`) through Frontdoor's ledger API with its
     credential, and `performed` asks Northwind's webhook receiver how many times it
-    performed an operation. Only `forget_events` skips: Northwind's conversations are its
-    own and have no operator to drive from here.
+    performed an operation. Frontdoor keeps the conversations: `forget_events` forgets
+    events through the ledger API, as retention does.
     """
 
-    capabilities = frozenset({"clock", "second_identity", "disconnect", "direct_sign_in", "revise", "performed"})
+    capabilities = frozenset({"clock", "second_identity", "disconnect", "direct_sign_in", "revise", "performed",
+                              "forget_events"})
     accounts = ("acct_ada", "acct_grace")
 
     def __init__(self, clock: MutableClock, other: AgentIdentity, *, network: InProcessNetwork, issuer: str,
-                 credential: str, password: str, ledger: str = "", company: Any = None,
-                 hosted_conversations: bool = False) -> None:
-        if hosted_conversations:
-            # Frontdoor keeps the conversations: the company forgets events through the ledger API.
-            self.capabilities = FrontdoorDriver.capabilities | {"forget_events"}
-        self._hosted_conversations = hosted_conversations
+                 credential: str, password: str, ledger: str = "", company: Any = None) -> None:
         self.clock = clock
         self.other_identity: AgentIdentity | None = other
         self._network = network
@@ -197,8 +192,6 @@ class FrontdoorDriver:
 
     async def forget_events(self, conversation_id: str) -> None:
         """Retention, now: the company forgets all but the last event through the ledger API."""
-        if not self._hosted_conversations:
-            raise SkipCase("Northwind's conversations are the company's own; its operator cannot be driven from here")
         async with self._network.client() as http:
             r = await http.post(f"{self._ledger}/v1/conversations/{conversation_id}/forget-events",
                                 json={"keep_last": 1}, headers={"Authorization": f"Bearer {self._credential}"})
@@ -253,15 +246,11 @@ async def _expect(response: httpx.Response, status: int) -> Any:
 
 
 @asynccontextmanager
-async def build_context(suites: Sequence[str] = ("security", "protocol"), *,
-                        hosted_conversations: bool = False) -> AsyncIterator[ConformanceContext]:
+async def build_context(suites: Sequence[str] = ("security", "protocol")) -> AsyncIterator[ConformanceContext]:
     """The suite's context against a freshly onboarded Northwind on Frontdoor.
 
     Args:
         suites: informational: the suites the caller means to run (the world is the same).
-        hosted_conversations: Frontdoor hosts the conversation endpoint (``{ledger}/{slug}/conversations``
-            in ``poppy.json``) and Northwind's support agent (`SupportAgent`) answers through the
-            ``conversation.message.created`` webhook and the ledger API; else Northwind's own endpoint.
     """
     import asyncpg
     from frontdoor_console.app import create_app as console_app
@@ -341,8 +330,8 @@ async def build_context(suites: Sequence[str] = ("security", "protocol"), *,
             "sessions_per_agent_per_minute": 100_000,
             "login": {"url": f"https://{COMPANY_DOMAIN}/login",
                       "jwks_uri": f"https://{COMPANY_DOMAIN}/.well-known/jwks.json"},
-            **({"conversations": {"enabled": True}} if hosted_conversations else
-               {"conversation_endpoint": f"https://{COMPANY_DOMAIN}/poppy/conversations"}),
+            # Frontdoor hosts the conversation endpoint; Northwind's concierge answers (below).
+            "conversations": {"enabled": True},
             "browser_session_endpoint": f"https://{COMPANY_DOMAIN}/poppy/browser",
             "apis": [
                 {"type": "openapi", "url": f"https://{COMPANY_DOMAIN}/openapi.json", "description": "Orders and products"},
@@ -353,22 +342,14 @@ async def build_context(suites: Sequence[str] = ("security", "protocol"), *,
         await _expect(await http.put(f"{api}/issuer", json=wanted, headers=auth), 200)
         credential = await _expect(await http.post(f"{api}/resource-credentials", json={"name": "northwind"},
                                                    headers=auth), 201)
-        # Operations: Northwind's perform webhook, and the one kind its API proposes.
+        # Operations: Northwind's perform webhook, and the one kind its API proposes. The same
+        # endpoint hears of each user message of the hosted conversations (its concierge).
         hook = await _expect(await http.post(f"{api}/webhook-endpoints", headers=auth, json={
-            "url": f"https://{COMPANY_DOMAIN}/webhooks/frontdoor", "description": "Northwind performs orders"}), 201)
+            "url": f"https://{COMPANY_DOMAIN}/webhooks/frontdoor", "description": "Northwind performs orders",
+            "event_types": ["conversation.message.created"]}), 201)
         await _expect(await http.put(f"{api}/operation-kinds/order.place", headers=auth, json={
             "perform_endpoint_id": hook["endpoint"]["id"], "scopes": ["orders:read"],
             "default_expiry_seconds": 900, "max_expiry_seconds": 3600, "description": "Place an order"}), 200)
-        if hosted_conversations:  # Northwind's support agent behind Frontdoor's hosted conversations
-            from tests.conformance.company_agent import SupportAgent
-
-            support = SupportAgent(ledger=f"https://{LEDGER_HOST}/{slug}", credential=credential["secret"],
-                                   http=network.client())
-            network.add(SUPPORT_HOST, support)
-            created = await _expect(await http.post(f"{api}/webhook-endpoints", headers=auth, json={
-                "url": f"https://{SUPPORT_HOST}/webhooks/conversations", "description": "Northwind support agent",
-                "event_types": ["conversation.message.created"]}), 201)
-            support.secret = created["secret"]
         document = await _expect(await http.get(f"{api}/domains/{COMPANY_DOMAIN}/poppy.json", headers=auth), 200)
 
         company = northwind_app(NorthwindConfig(
@@ -382,9 +363,8 @@ async def build_context(suites: Sequence[str] = ("security", "protocol"), *,
 
         driver = FrontdoorDriver(clock, plain, network=network, issuer=signup["tenant"]["issuer"],
                                  credential=credential["secret"], password=NORTHWIND_PASSWORD,
-                                 ledger=f"https://{LEDGER_HOST}/{slug}", company=company,
-                                 hosted_conversations=hosted_conversations)
+                                 ledger=f"https://{LEDGER_HOST}/{slug}", company=company)
         yield ConformanceContext(
             f"https://{COMPANY_DOMAIN}", identity=atlas, http=http, driver=driver,
-            scenario=HOSTED_SCENARIO if hosted_conversations else SCENARIO, clock=clock, address_resolver=network.resolve, browser_http=network.client(),
+            scenario=SCENARIO, clock=clock, address_resolver=network.resolve, browser_http=network.client(),
         )

@@ -1,8 +1,9 @@
-"""The peer suite's conversations cases against Frontdoor's hosted conversation endpoint (PAP §7).
+"""The peer suite's conversations cases against Northwind through Frontdoor's hosted endpoint (PAP §7).
 
 The tenant enables hosted conversations: its ``poppy.json`` lists ``{ledger}/{slug}/conversations``
-and Northwind's support agent answers through the ``conversation.message.created`` webhook
-and the ledger API (`tests.conformance.company_agent`). Every case must pass; none may skip.
+and Northwind's concierge (examples/northwind, ``northwind.concierge``) answers through the
+``conversation.message.created`` webhook and the sdk's ``FrontdoorConversations``. Every case
+must pass; none may skip.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ async def context() -> AsyncIterator[ConformanceContext]:
 
     async def own() -> None:  # one task enters and exits the apps' lifespans (see test_suites)
         try:
-            async with build_context(suites=("conversations",), hosted_conversations=True) as ctx:
+            async with build_context(suites=("conversations",)) as ctx:
                 ready.set_result(ctx)
                 await done.wait()
         except BaseException as exc:
@@ -44,6 +45,8 @@ async def context() -> AsyncIterator[ConformanceContext]:
 async def test_the_endpoint_is_frontdoors(context: ConformanceContext) -> None:
     endpoint = await context.conversations_endpoint()
     assert endpoint.startswith(f"https://{LEDGER_HOST}/") and endpoint.endswith("/conversations")
+    gone = await context.http.post(f"{context.base_url}/poppy/conversations", json={})
+    assert gone.status_code == 404  # Northwind's own endpoint is retired
 
 
 async def test_conversations_suite(context: ConformanceContext) -> None:

@@ -3,6 +3,8 @@
 Enough of the ledger for Northwind's side: propose (with ``action_key`` reuse while open),
 read, confirm from the website (a compare-and-set on the revision). It takes the Session's
 account from the fake issuer's Session states, as the real ledger does from its own store.
+The conversations API (``/v1/conversations/{id}/...``) records what the concierge posts and
+answers as the real one does; conversations in ``closed`` answer 409 ``conversation_closed``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from tests.integration.northwind.fake_frontdoor import CREDENTIAL, FakeFrontdoor
 
 LEDGER = "https://ledger.frontdoor.test/northwind"
 OPERATIONS = f"{LEDGER}/v1/operations"
+CONVERSATIONS = f"{LEDGER}/v1/conversations"
 
 
 @dataclass
@@ -26,6 +29,7 @@ class FakeLedger:
     details: dict[str, dict[str, Any]] = field(default_factory=dict)
     requests: list[tuple[str, str, Any]] = field(default_factory=list)
     without_extension: set[str] = field(default_factory=set)  # client IDs that list no operations extension
+    closed: set[str] = field(default_factory=set)  # conversation IDs that are closed
     down: bool = False
 
     def handles(self, request: httpx.Request) -> bool:
@@ -41,6 +45,8 @@ class FakeLedger:
             return httpx.Response(401, json={"error": "invalid_client"})
         if request.method == "POST" and path == OPERATIONS:
             return self._propose(body)
+        if request.method == "POST" and path.startswith(f"{CONVERSATIONS}/"):
+            return self._conversation(path.removeprefix(f"{CONVERSATIONS}/").split("/"), body)
         operation_id = path.removeprefix(f"{OPERATIONS}/").split("/")[0]
         if operation_id not in self.operations:
             return httpx.Response(404, json={"error": "operation_not_found"})
@@ -80,6 +86,26 @@ class FakeLedger:
             "created_at": "2026-09-21T11:45:00Z", "updated_at": "2026-09-21T11:45:00Z", "needs_attention": False,
         }
         return httpx.Response(201, json={"operation": self.operations[operation_id]})
+
+    def _conversation(self, parts: list[str], body: dict[str, Any]) -> httpx.Response:
+        conversation_id, action = parts[0], parts[-1]
+        if conversation_id in self.closed:
+            return httpx.Response(409, json={"error": "conversation_closed", "title": "closed"})
+        if action == "deltas":
+            return httpx.Response(202, json={"accepted": True})
+        view = {"conversation_id": conversation_id, "status": "idle", "responder": "agent"}
+        if action == "messages":
+            message = {k: v for k, v in body["message"].items() if k != "operation_id"}
+            if body["message"].get("operation_id"):
+                message["operation"] = self.operations[body["message"]["operation_id"]]
+            return httpx.Response(201, json={"conversation": view,
+                                             "message": {**message, "sender": body["sender"], "role": "company"}})
+        return httpx.Response(201, json={"conversation": view})
+
+    def conversation_posts(self) -> list[tuple[str, dict[str, Any]]]:
+        """``(action, body)`` of each conversation request, in order."""
+        return [(path.rsplit("/", 1)[1], body) for method, path, body in self.requests
+                if method == "POST" and path.startswith(f"{CONVERSATIONS}/")]
 
     def _confirm(self, operation_id: str, body: dict[str, Any]) -> httpx.Response:
         operation = self.operations[operation_id]

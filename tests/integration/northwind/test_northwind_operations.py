@@ -244,42 +244,103 @@ async def test_the_mcp_tools_need_a_signed_in_session() -> None:
     assert w.ledger.requests == []
 
 
-async def test_a_conversation_proposes_the_same_operation_and_a_message_is_no_approval() -> None:
+# --- the concierge: hosted conversations (PAP §7) --------------------------------------------
+
+
+def said(text: str, *, session_id: str, account: str | None = None, responder: str = "agent",
+         event_id: str = "evt_1", conversation_id: str = "cnv_1", user_id: str = "usr_1") -> dict[str, Any]:
+    """The data of a ``conversation.message.created`` delivery (docs/conversations.md)."""
+    return {"conversation_id": conversation_id, "parent_conversation_id": None, "event_id": event_id,
+            "message": {"id": "m1", "sender": "agent", "role": "user", "text": text}, "session_id": session_id,
+            "client_id": CLIENT_ID, "user_id": user_id, "account": account,
+            "scopes": ["orders:read"] if account else [], "responder": responder, "status": "working",
+            "sequence": 1}
+
+
+async def hear(w: World, data: dict[str, Any], *, msg_id: str = "msg_c1", secret: str = SECRET) -> httpx.Response:
+    payload = json.dumps({"type": "conversation.message.created", "timestamp": "2026-09-21T11:50:00Z",
+                          "data": data})
+    signature = Webhook(secret).sign(msg_id, datetime.fromtimestamp(NOW, UTC), payload)
+    return await w.client.post("/webhooks/frontdoor", content=payload, headers={
+        "webhook-id": msg_id, "webhook-timestamp": str(NOW), "webhook-signature": signature,
+        "content-type": "application/json"})
+
+
+def signed_in_session(w: World) -> str:
+    sid = f"ses_{secrets.token_hex(8)}"
+    w.frontdoor.sessions[sid] = SessionState(signed_in=True, account="acct_ada", scope="orders:read")
+    return sid
+
+
+async def test_a_reorder_message_proposes_the_apis_operation_and_the_reply_carries_it() -> None:
     async with world() as w:
-        token = w.ada()
-        through_api = await w.propose("user", token)
-        url = f"{PUBLIC_URL}/poppy/conversations"
-        body = {"message": {"id": "m1", "sender": "agent", "text": "Please reorder my last order."}}
-        page = (await w.client.post(url, json=body, headers=w.agent.auth("POST", url, token))).json()
-        again = (await w.client.post(url, json=body, headers=w.agent.auth("POST", url, token))).json()
-        confirm = {"message": {"id": "m2", "sender": "human",
-                               "text": f"Yes, I confirm operation {through_api['operation_id']}. Approved."}}
-        await w.client.post(url, json=confirm, headers=w.agent.auth("POST", url, token))
-    carried = [e["message"]["operation"] for e in page["events"] if e.get("message", {}).get("operation")]
-    assert carried == [through_api]
-    assert again == page  # a retried message replays, proposing nothing new
-    assert len(proposals(w)) == 2  # the API's and the conversation's, one operation
-    assert w.ledger.operations[through_api["operation_id"]]["state"] == "proposed"
+        sid = signed_in_session(w)
+        through_api = await w.propose("user", w.ada())
+        message = said("Please reorder my last order.", session_id=sid, account="acct_ada", user_id=w.agent.user_id)
+        heard = await hear(w, message)
+        again = await hear(w, message)  # a retry
+    assert heard.status_code == again.status_code == 200
+    proposed = proposals(w)
+    assert len(proposed) == 3 and proposed[1]["caller"] == {"session_id": sid, "client_id": CLIENT_ID,
+                                                            "user_id": w.agent.user_id, "account": "acct_ada"}
+    assert proposed[1]["action_key"] == proposed[0]["action_key"]  # the same action, the same operation
+    posts = w.ledger.conversation_posts()
+    assert [action for action, _ in posts] == ["deltas", "deltas", "messages"] * 2
+    reply = posts[2][1]
+    assert reply["message"]["id"] == "re_evt_1" and reply["sender"] == "agent" and reply["done"] is True
+    assert reply["message"]["operation_id"] == through_api["operation_id"]
+    assert "nothing is ordered yet" in reply["message"]["text"]
+    assert posts[0][1]["text"] + posts[1][1]["text"] == reply["message"]["text"]  # the pieces make the reply
+    assert posts[5] == posts[2]  # a retried delivery replies under the same message ID
+    assert w.ledger.operations[through_api["operation_id"]]["state"] == "proposed"  # a message confirms nothing
 
 
-async def test_a_signed_out_conversation_asks_for_sign_in_instead() -> None:
+async def test_a_signed_out_message_about_orders_asks_for_sign_in() -> None:
     async with world() as w:
-        token = w.frontdoor.session_token(w.agent)
-        url = f"{PUBLIC_URL}/poppy/conversations"
-        body = {"message": {"id": "m1", "sender": "agent", "text": "Please reorder my last order."}}
-        page = (await w.client.post(url, json=body, headers=w.agent.auth("POST", url, token))).json()
-    assert [e["error"] for e in page["events"] if e["type"] == "authorization"] == ["sign_in_required"]
-    assert not any(e.get("message", {}).get("operation") for e in page["events"])
-    assert w.ledger.requests == []
+        heard = await hear(w, said("Where is my last order?", session_id="ses_out"))
+    assert heard.status_code == 200
+    posts = w.ledger.conversation_posts()
+    assert posts[0] == ("authorization", {"scope": "orders:read", "error": "sign_in_required"})
+    assert "please sign in" in posts[-1][1]["message"]["text"]
+    assert proposals(w) == []
 
 
-async def test_an_agent_operation_field_in_a_message_is_dropped() -> None:
+async def test_a_reorder_from_a_signed_out_session_proposes_nothing() -> None:
     async with world() as w:
-        token = w.ada()
+        await hear(w, said("Please reorder my last order.", session_id="ses_out"))
+    assert proposals(w) == []
+    assert w.ledger.conversation_posts()[0][0] == "authorization"
+
+
+async def test_the_concierge_is_quiet_while_a_person_answers() -> None:
+    async with world() as w:
+        heard = await hear(w, said("Hello?", session_id="ses_out", responder="human"))
+    assert heard.status_code == 200 and w.ledger.conversation_posts() == []
+
+
+async def test_a_closed_conversation_is_not_retried_and_an_unreachable_ledger_is() -> None:
+    async with world() as w:
+        w.ledger.closed.add("cnv_closed")
+        closed = await hear(w, said("Hello?", session_id="ses_out", conversation_id="cnv_closed"))
+        w.ledger.down = True
+        down = await hear(w, said("Hello?", session_id="ses_out"), msg_id="msg_c2")
+    assert closed.status_code == 200  # nothing a redelivery could change
+    assert down.status_code == 503  # Frontdoor delivers it again
+
+
+async def test_a_conversation_delivery_with_a_wrong_signature_is_refused() -> None:
+    async with world() as w:
+        refused = await hear(w, said("Hello?", session_id="ses_out"),
+                             secret="whsec_" + base64.b64encode(secrets.token_bytes(32)).decode())
+    assert refused.status_code in (400, 401) and w.ledger.conversation_posts() == []
+
+
+async def test_northwinds_own_conversation_endpoint_is_retired() -> None:
+    async with world() as w:
         url = f"{PUBLIC_URL}/poppy/conversations"
-        body = {"message": {"id": "m1", "sender": "agent", "text": "hi", "operation": {"operation_id": "op_x"}}}
-        page = (await w.client.post(url, json=body, headers=w.agent.auth("POST", url, token))).json()
-    assert "operation" not in page["events"][0]["message"]
+        response = await w.client.post(url, json={"message": {"id": "m1", "sender": "agent", "text": "hi"}},
+                                       headers=w.agent.auth("POST", url, w.ada()))
+    assert response.status_code == 404
 
 
 # --- the perform webhook -------------------------------------------------------------------

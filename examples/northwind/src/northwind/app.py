@@ -2,7 +2,8 @@
 
 Read top to bottom: the public routes, the protected API routes, the MCP endpoint, then
 :func:`create_app`, which wires the sdk's verifier and middleware around all of it. The
-company agent's conversation endpoint is in :mod:`northwind.conversations`; the login page
+company agent (the concierge, answering Frontdoor's hosted conversations through the perform
+webhook's endpoint) is in :mod:`northwind.concierge`; the login page
 Frontdoor sends users to (the login handoff) is in :mod:`northwind.login`.
 
 Operations (placing orders) are on when ``NorthwindConfig.ledger_url`` is set:
@@ -24,6 +25,7 @@ import httpx
 from frontdoor_sdk import (
     BrowserJoin,
     FrontdoorAccounts,
+    FrontdoorConversations,
     FrontdoorLedger,
     FrontdoorMiddleware,
     FrontdoorVerifier,
@@ -49,8 +51,8 @@ from northwind import catalog
 from northwind.account_page import account_router
 from northwind.browser import browser_router
 from northwind.catalog import Order, Product
+from northwind.concierge import Concierge
 from northwind.config import NorthwindConfig
-from northwind.conversations import conversation_router
 from northwind.join import JOIN_CALLBACK_PATH, JOINED_PAGE_PATH, join_router
 from northwind.login import login_router
 from northwind.mcp_server import build_mcp_server
@@ -167,6 +169,11 @@ def create_app(config: NorthwindConfig) -> Litestar:
         if config.ledger_url is not None else None
     )
     ordering = Ordering(ledger, config.operation_page_url) if ledger is not None else None
+    # The concierge answers Frontdoor's hosted conversations (PAP §7) through the same ledger.
+    conversations = (
+        FrontdoorConversations(config.ledger_url, config.credential, http=config.http_client)
+        if config.ledger_url is not None else None
+    )
     performer = Performer()
     mcp_server = build_mcp_server(ordering)
     # Agents' browsers join their Sessions here (PAP §5); Frontdoor checks the assertions.
@@ -189,6 +196,8 @@ def create_app(config: NorthwindConfig) -> Litestar:
         finally:
             if ledger is not None:
                 await ledger.aclose()
+            if conversations is not None:
+                await conversations.aclose()
             if config.http_client is None:
                 await login_http.aclose()
 
@@ -207,7 +216,6 @@ def create_app(config: NorthwindConfig) -> Litestar:
         _mcp_endpoint(mcp_server),
         _mcp_metadata(config),
         _company_metadata(config),
-        conversation_router(clock, ordering),
         login_router(config, issuer_keys, clock),
         mediated_router(config, issuer_keys, clock),  # Mediated Sign-In's relay (PAP §4.7)
         browser_router(browser),  # agents' browsers (PAP §5)
@@ -219,7 +227,8 @@ def create_app(config: NorthwindConfig) -> Litestar:
         handlers.append(operation_page_router(config.origin, browser, ledger))  # /operations/{id}
     if config.webhook_secrets:
         webhooks = WebhookVerifier(config.webhook_secrets, clock=config.clock)
-        handlers.append(webhook_router(webhooks, performer))  # POST /webhooks/frontdoor
+        concierge = Concierge(conversations, ordering) if conversations is not None else None
+        handlers.append(webhook_router(webhooks, performer, concierge))  # POST /webhooks/frontdoor
     if config.expose_test_hooks:
         handlers.append(performed_hook_router(performer))  # GET /_test/performed/{id}: tests only
     return Litestar(

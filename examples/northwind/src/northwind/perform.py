@@ -1,6 +1,8 @@
 """The perform webhook: Frontdoor tells Northwind to place a confirmed order, exactly once.
 
-``POST /webhooks/frontdoor`` is the webhook endpoint of the ``order.place`` operation kind.
+``POST /webhooks/frontdoor`` is the webhook endpoint of the ``order.place`` operation kind,
+and (subscribed to ``conversation.message.created``) of Northwind's concierge
+(:mod:`northwind.concierge`): one endpoint, one secret, two event types.
 Frontdoor delivers ``operation.perform`` there once per confirmation, signed the Standard
 Webhooks way; the sdk's :class:`WebhookVerifier` checks the signature and the time.
 
@@ -27,10 +29,11 @@ from collections import Counter
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
-from frontdoor_sdk import WebhookVerificationError, WebhookVerifier
+from frontdoor_sdk import FrontdoorConversations, LedgerError, WebhookVerificationError, WebhookVerifier
 from litestar import Litestar, MediaType, Request, Response, Router, get, post
 
 from northwind import catalog
+from northwind.concierge import Concierge
 
 __all__ = ["PERFORMER_STATE_KEY", "WEBHOOK_PATH", "Performer", "performer_of", "performed_hook_router",
            "webhook_router"]
@@ -153,8 +156,8 @@ def performer_of(app: Litestar) -> Performer:
     return performer
 
 
-def webhook_router(verifier: WebhookVerifier, performer: Performer) -> Router:
-    """``POST /webhooks/frontdoor``: verify, then perform once per idempotency key."""
+def webhook_router(verifier: WebhookVerifier, performer: Performer, concierge: Concierge | None = None) -> Router:
+    """``POST /webhooks/frontdoor``: verify, then perform once per idempotency key, or answer a user's message."""
 
     @post(WEBHOOK_PATH, request_max_body_size=MAX_BODY)
     async def receive(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
@@ -164,6 +167,14 @@ def webhook_router(verifier: WebhookVerifier, performer: Performer) -> Router:
             _LOG.warning("webhook refused: %s", refused.reason)
             return Response({"error": "invalid_webhook", "reason": refused.reason}, status_code=refused.status,
                             media_type=MediaType.JSON)
+        message = FrontdoorConversations.message_of(event)
+        if message is not None and concierge is not None:
+            try:
+                await concierge.answer(message)
+            except LedgerError:
+                _LOG.warning("could not answer conversation %s yet", message.conversation_id)
+                return Response({}, status_code=503, media_type=MediaType.JSON)  # Frontdoor delivers it again
+            return Response({}, status_code=200, media_type=MediaType.JSON)
         if event.type != "operation.perform":
             return Response({}, status_code=200, media_type=MediaType.JSON)  # not ours to act on
         status, body = performer.perform(event.data)

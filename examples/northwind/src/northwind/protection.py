@@ -1,6 +1,6 @@
 """Which paths need a Session Token, and with which scopes: the one place to read.
 
-Everything under ``/api``, ``/mcp`` and ``/poppy/conversations`` is protected by the sdk's middleware, which answers
+Everything under ``/api`` and ``/mcp`` is protected by the sdk's middleware, which answers
 refusals itself (401 ``invalid_token``, 403 ``sign_in_required``/``insufficient_scope``
 with their ``WWW-Authenticate`` challenges). A handler behind it only runs for a verified
 caller, found with :func:`frontdoor_sdk.caller_of`.
@@ -36,8 +36,6 @@ def protected_paths(mcp_url: str) -> dict[str, Requirement]:
         "/api": Requirement(),
         "/api/orders": Requirement(scopes=(ORDERS_READ,)),  # reading and proposing orders
         "/mcp": Requirement(resource_url=mcp_url, tool_scopes=TOOL_SCOPES),
-        # The company agent talks to any live Session; it asks for sign-in in the conversation.
-        "/poppy/conversations": Requirement(),
     }
 
 

@@ -1,8 +1,8 @@
 """Migrations for every library, the demo tenant and the example company ``make run`` prints.
 
 Dev only. The demo tenant ("Demo Company", slug ``demo``) is configured for Northwind,
-the example company on ``:8003``: its APIs, its MCP server, its conversation endpoint, a
-resource-server credential, and the domain ``northwind.example`` marked verified without
+the example company on ``:8003``: its APIs, its MCP server, hosted conversations answered by
+its concierge (through its webhook endpoint), a resource-server credential, and the domain ``northwind.example`` marked verified without
 DNS (a loopback example cannot publish a TXT record; the seed says so in the audit log).
 
 Sign-in is configured on every start (`ensure_sign_in`, idempotent), so a data directory
@@ -72,7 +72,9 @@ async def _configure_for_northwind(conn: asyncpg.Connection, tenant_id: str, nor
             **{**{f: getattr(stored.settings, f) for f in stored.settings.__struct_fields__},
                "organization_name": "Northwind",
                "custom_scopes": {"orders:read": "See your orders"},
-               "conversation_endpoint": f"{northwind_url}/poppy/conversations",
+               # Frontdoor hosts the conversations; Northwind's concierge answers its webhooks.
+               "conversation_endpoint": None,
+               "conversations": issuer_settings.HostedConversations(enabled=True),
                "apis": [ApiEntry(type="openapi", url=f"{northwind_url}/openapi.json", description="Orders and products"),
                         ApiEntry(type="mcp", url=f"{northwind_url}/mcp", description="Product search")]}),
         dev=True)
@@ -139,6 +141,11 @@ async def ensure_sign_in(settings: Settings, tenant_id: str, northwind_url: str)
             login = current.login
             if login is None or (login != wanted_login and _is_loopback_northwind(login.url)):
                 changes["login"] = wanted_login
+            own = current.conversation_endpoint
+            if own is not None and _is_loopback_northwind(own, "/poppy/conversations"):
+                # Northwind's own endpoint is retired: Frontdoor hosts its conversations now.
+                changes["conversation_endpoint"] = None
+                changes["conversations"] = msgspec.structs.replace(current.conversations, enabled=True)
             if not changes:
                 return False
             updated = issuer_settings.validate_settings(msgspec.structs.replace(current, **changes), dev=True)
@@ -151,9 +158,9 @@ async def ensure_sign_in(settings: Settings, tenant_id: str, northwind_url: str)
         await conn.close()
 
 
-def _is_loopback_northwind(url: str) -> bool:
+def _is_loopback_northwind(url: str, path: str = "/login") -> bool:
     parts = urlsplit(url)
-    return parts.scheme == "http" and parts.hostname in {"127.0.0.1", "localhost"} and parts.path == "/login"
+    return parts.scheme == "http" and parts.hostname in {"127.0.0.1", "localhost"} and parts.path == path
 
 
 async def seed_demo(settings: Settings, data_dir: Path, *, northwind_url: str) -> dict[str, Any]:
@@ -194,8 +201,13 @@ async def seed_demo(settings: Settings, data_dir: Path, *, northwind_url: str) -
     return creds
 
 
+CONCIERGE_EVENTS = ("conversation.message.created",)
+"""What Northwind's webhook endpoint subscribes to besides the perform webhook."""
+
+
 async def ensure_operations(settings: Settings, data_dir: Path, tenant_id: str, northwind_url: str) -> str:
-    """Northwind's perform webhook endpoint and its ``order.place`` kind (idempotent).
+    """Northwind's webhook endpoint (perform, and its concierge's ``conversation.message.created``)
+    and its ``order.place`` kind (idempotent).
 
     The endpoint's ``whsec_`` secret is kept in the data directory (0600) for Northwind's
     receiver; answers it.
@@ -204,7 +216,7 @@ async def ensure_operations(settings: Settings, data_dir: Path, tenant_id: str, 
     from frontdoor_operations.kinds import KindInput, get_kind, put_kind
     from frontdoor_tenancy.actor import Actor
     from frontdoor_tenancy.credentials.key_encryption import Kek
-    from frontdoor_webhooks.endpoints import create_endpoint
+    from frontdoor_webhooks.endpoints import create_endpoint, update_endpoint
 
     file = data_dir / "northwind-webhook.json"
     actor = Actor(tenant_id=tenant_id, type="system")
@@ -217,10 +229,17 @@ async def ensure_operations(settings: Settings, data_dir: Path, tenant_id: str, 
             if not exists:
                 created = await create_endpoint(conn, actor, url=f"{northwind_url}/webhooks/frontdoor",
                                                 kek=Kek.from_env_value(settings.kek), now=datetime.now(UTC),
-                                                description="Northwind performs orders", allow_insecure=True)
+                                                description="Northwind performs orders", allow_insecure=True,
+                                                event_types=CONCIERGE_EVENTS)
                 saved = {"endpoint_id": created.endpoint.id, "secret": created.secret}
                 _write_private(file, json.dumps(saved, indent=2))
             assert saved is not None
+            subscribed = await conn.fetchval("SELECT event_types FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2",
+                                             tenant_id, saved["endpoint_id"])
+            if not set(CONCIERGE_EVENTS) <= set(subscribed or ()):  # a data directory from before the concierge
+                await update_endpoint(conn, actor, saved["endpoint_id"], now=datetime.now(UTC),
+                                      event_types=sorted({*(subscribed or ()), *CONCIERGE_EVENTS}),
+                                      allow_insecure=True)
             if await get_kind(conn, tenant_id, "order.place") is None:
                 await put_kind(conn, actor, "order.place", KindInput(
                     perform_endpoint_id=saved["endpoint_id"], scopes=["orders:read"], description="Place an order",
