@@ -27,6 +27,7 @@ from .device_grant import DeviceCodeGrant
 from .disconnect import MAX_ACCOUNT_ID, disconnect_account, disconnect_agent
 from .dpop_nonce import NonceSource
 from .introspection import INACTIVE, introspect
+from .introspection_cache import IntrospectionCache, publish_head
 from .join_codes import JOIN_CODE_LIFETIME_S, JoinCodeStore, JoinGrant, JoinRedemption
 from .mediated_grant import MediatedCaller, MediatedSignIns
 from .refresh_grant import RefreshGrant
@@ -36,6 +37,7 @@ from .resource_credentials import (
     CredentialView,
     authenticate_credential,
     create_credential,
+    credential_trusted,
     identify_credential,
     list_credentials,
     revoke_credential,
@@ -106,6 +108,7 @@ __all__ = [
     "CODE_LIFETIME_S",
     "DEVICE_CODE",
     "INACTIVE",
+    "IntrospectionCache",
     "JWT_BEARER",
     "MAX_ACCOUNT_ID",
     "REFRESH_TOKEN",
@@ -151,6 +154,7 @@ __all__ = [
     "bind_token",
     "complete_sign_in",
     "create_credential",
+    "credential_trusted",
     "create_session",
     "disconnect_account",
     "disconnect_agent",
@@ -160,6 +164,7 @@ __all__ = [
     "format_user_code",
     "identify_credential",
     "introspect",
+    "publish_head",
     "list_credentials",
     "looks_like_account_token",
     "normalize_user_code",

@@ -52,6 +52,7 @@ from .access_token_response import (
     token_profile,
 )
 from .authorization_codes import AuthorizationCodeStore, CodeTake
+from .introspection_cache import publish_current_head
 from .revocation import revoke_sign_ins
 from .sign_in import allowed_scopes, complete_delegated_sign_in, complete_sign_in
 from .token_binding import bind_token
@@ -151,6 +152,7 @@ class AuthorizationCodeGrant:
                 # Presented again while this redemption ran: what it issued does not survive.
                 await self._revoke_reused(conn, tenant, client_id, done.sign_in_id, now_dt)
                 raise _invalid()
+            await publish_current_head(d.redis, conn, tenant.tenant_id)  # introspection sees the sign-in
             return await session_token_response(conn, d.keys, tenant, done.session, binding, now=now_dt,
                                                 refresh_token=done.account_token)
 
@@ -178,9 +180,8 @@ class AuthorizationCodeGrant:
                                            account_id=done.account_id, scope=done.scope, sign_in_id=done.sign_in_id,
                                            now=now, refresh_token=done.account_token)
 
-    @staticmethod
-    async def _revoke_reused(conn: asyncpg.Connection, tenant: TenantIssuer, client_id: str, sign_in_id: str | None,
-                             now: datetime) -> None:
+    async def _revoke_reused(self, conn: asyncpg.Connection, tenant: TenantIssuer, client_id: str,
+                             sign_in_id: str | None, now: datetime) -> None:
         """Revoke what a reused code issued, if anything, and audit the reuse."""
         async with conn.transaction():
             if sign_in_id is not None:
@@ -188,3 +189,4 @@ class AuthorizationCodeGrant:
             await audit.record(conn, Actor(tenant_id=tenant.tenant_id, type="system"),
                                "authorization_code.reuse_detected", target_type="sign_in", target_id=sign_in_id,
                                details={"client_id": client_id}, at=now)
+        await publish_current_head(self._deps.redis, conn, tenant.tenant_id)  # introspection sees the sign-out

@@ -35,6 +35,7 @@ from .access_token_response import (
     token_profile,
 )
 from .device_flow import DeviceStore
+from .introspection_cache import publish_current_head
 from .sign_in import complete_delegated_sign_in, complete_sign_in
 from .token_binding import bind_token
 from .token_endpoint import AuthenticatedRequest, GrantDeps, GrantOutcome, GrantRefused, TenantIssuer
@@ -113,6 +114,7 @@ class DeviceCodeGrant:
             except Exception:
                 await self._store.give_back(tenant.tenant_id, polled.handle)
                 raise
+            await publish_current_head(d.redis, conn, tenant.tenant_id)  # introspection sees the sign-in
             return await session_token_response(conn, d.keys, tenant, done.session, binding, now=now_dt,
                                                 refresh_token=done.account_token)
 

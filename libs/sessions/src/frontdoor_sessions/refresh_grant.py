@@ -49,6 +49,7 @@ from .access_token_response import (
     token_profile,
 )
 from .account_tokens import AccountTokenRecord, find_account_token, insert_account_token, mark_replaced
+from .introspection_cache import publish_current_head
 from .session_store import SessionRecord
 from .sign_in import sign_in_session_or_refuse
 from .token_binding import bind_token
@@ -137,6 +138,7 @@ class RefreshGrant:
             except _Reused as reused:
                 await self._revoke_reused(conn, tenant, reused.record, now_dt)
                 raise _invalid() from None
+            await publish_current_head(d.redis, conn, tenant.tenant_id)  # a narrowed scope, at once
             return await session_token_response(conn, d.keys, tenant, session, binding, now=now_dt,
                                                 refresh_token=new_token)
 

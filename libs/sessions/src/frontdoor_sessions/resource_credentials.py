@@ -19,7 +19,7 @@ from frontdoor_core.ids import new_id
 from frontdoor_tenancy import audit
 from frontdoor_tenancy.actor import Actor
 
-__all__ = ["CreatedCredential", "CredentialView", "authenticate_credential", "create_credential",
+__all__ = ["CreatedCredential", "CredentialView", "authenticate_credential", "create_credential", "credential_trusted",
            "identify_credential", "list_credentials", "revoke_credential"]
 
 _SHAPE = re.compile(r"^fdrs_[A-Za-z0-9]{8}_[A-Za-z0-9_-]{43}$")
@@ -91,6 +91,17 @@ async def revoke_credential(conn: asyncpg.Connection, actor: Actor, cred_id: str
 # for a few seconds in this process. Revocation therefore takes effect within _TRUST_S.
 _TRUST_S = 10.0
 _trusted: dict[tuple[str, bytes], float] = {}
+
+
+def credential_trusted(tenant_id: str, presented: str) -> bool:
+    """True when this process proved ``presented`` valid within the trust window (no I/O).
+
+    False means "ask :func:`authenticate_credential`", not "refused".
+    """
+    if not _SHAPE.match(presented):
+        return False
+    seen = _trusted.get((tenant_id, _hash(presented)))
+    return seen is not None and time.monotonic() - seen < _TRUST_S
 
 
 async def authenticate_credential(conn: asyncpg.Connection, tenant_id: str, presented: str) -> bool:

@@ -36,6 +36,11 @@ class IssuerKeys:
         self._signers[tenant_id] = (time.monotonic(), signer)
         return signer
 
+    def cached(self, tenant_id: str) -> KeySet | None:
+        """The tenant's verification keys if this process holds them fresh (no connection needed)."""
+        hit = self._keysets.get(tenant_id)
+        return hit[1] if hit and time.monotonic() - hit[0] < self._ttl else None
+
     async def keyset(self, conn: asyncpg.Connection, tenant_id: str, now: datetime, *, refresh: bool = False) -> KeySet:
         hit = self._keysets.get(tenant_id)
         if hit and not refresh and time.monotonic() - hit[0] < self._ttl:

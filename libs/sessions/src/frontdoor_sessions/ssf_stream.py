@@ -30,6 +30,7 @@ import asyncpg
 import msgspec
 from frontdoor_core.ids import new_id
 
+from .introspection_cache import publish_head
 from .session_events import EVENTS_CHANNEL
 
 __all__ = ["PollState", "StoredEvent", "Stream", "StreamPolicy", "StreamWakeups", "acknowledge", "await_streams",
@@ -156,18 +157,21 @@ async def events_after(conn: asyncpg.Connection, tenant_id: str, position: int, 
     return [StoredEvent(**dict(r)) for r in rows]
 
 
-async def await_streams(pool: asyncpg.Pool, tenant_id: str, policy: StreamPolicy | None = None) -> int:
+async def await_streams(pool: asyncpg.Pool, tenant_id: str, policy: StreamPolicy | None = None, *,
+                        redis: Any) -> int:
     """After a revoke committed: return once no receiver can answer from stale memory.
 
-    Every stream of the tenant with a running lease must acknowledge the tenant's head
-    (which includes the revoke's events) within ``policy.ack_wait``; the others are marked
-    behind, so they get no new lease, and this waits until their current lease ran out.
-    Returns how many streams were marked behind.
+    First the tenant's head is published to the introspection cache (no entry read before
+    the revoke answers again). Then every stream of the tenant with a running lease must
+    acknowledge that head (which includes the revoke's events) within ``policy.ack_wait``;
+    the others are marked behind, so they get no new lease, and this waits until their
+    current lease ran out. Returns how many streams were marked behind.
     """
     policy = policy or StreamPolicy()
     deadline = time.monotonic() + policy.ack_wait
     async with pool.acquire() as conn:
         head = await head_seq(conn, tenant_id)
+        await publish_head(redis, tenant_id, head)
         while True:
             waiting = await conn.fetch(
                 "SELECT behind FROM ssf_streams WHERE tenant_id = $1 AND lease_until > clock_timestamp()"

@@ -10,7 +10,7 @@ from typing import Any
 
 from frontdoor_core.runtime import Runtime
 from frontdoor_core.settings import Settings
-from frontdoor_sessions import IssuerKeys, SessionGrant, TenantIssuer
+from frontdoor_sessions import IntrospectionCache, IssuerKeys, SessionGrant, TenantIssuer
 from frontdoor_tenancy import issuer_settings, tenants
 from frontdoor_tenancy.issuer_profile import issuer_urls
 
@@ -31,6 +31,7 @@ class IssuerContext:
     kek: Any = None
     fetcher: Any = None
     _tenants: dict[str, tuple[float, TenantIssuer | None]] = field(default_factory=dict)
+    _introspection_cache: IntrospectionCache | None = None
 
     @property
     def settings(self) -> Settings:
@@ -43,6 +44,13 @@ class IssuerContext:
     @property
     def redis(self) -> Any:
         return self.runtime.redis
+
+    @property
+    def introspection_cache(self) -> IntrospectionCache:
+        """Session state for introspection in Redis (versioned by the tenant's event head)."""
+        if self._introspection_cache is None:
+            self._introspection_cache = IntrospectionCache(self.redis)
+        return self._introspection_cache
 
     def now(self) -> datetime:
         return self.runtime.clock()

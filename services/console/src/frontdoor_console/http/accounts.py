@@ -77,7 +77,8 @@ async def accounts_disconnect(account: FromPath[str], actor: NamedDependency[Act
     async with transaction(ctx.pool) as conn:
         done = await disconnect_account(conn, actor, account_id=account_id, client_id=client_id, now=ctx.now(),
                                         via="management_api")
-    await await_streams(ctx.pool, actor.tenant_id, getattr(state, "ssf_policy", None))  # next request refused (ADR 0005)
+    # next request refused (ADR 0005)
+    await await_streams(ctx.pool, actor.tenant_id, getattr(state, "ssf_policy", None), redis=ctx.redis)
     return _out(account_id, client_id, done)
 
 
@@ -91,7 +92,8 @@ async def agents_revoke_tokens(data: JSONBody[AgentTokensIn], actor: NamedDepend
     client_id = _client_id(data.client_id, ctx.settings.is_dev)
     async with transaction(ctx.pool) as conn:
         done = await disconnect_agent(conn, actor, client_id=client_id, now=ctx.now(), via="management_api")
-    await await_streams(ctx.pool, actor.tenant_id, getattr(state, "ssf_policy", None))  # next request refused (ADR 0005)
+    # next request refused (ADR 0005)
+    await await_streams(ctx.pool, actor.tenant_id, getattr(state, "ssf_policy", None), redis=ctx.redis)
     return _out(None, client_id, done)
 
 

@@ -96,7 +96,8 @@ async def agents_block(data: JSONBody[AgentRef], actor: NamedDependency[Actor], 
     cid = _client_id(data.client_id, ctx.settings.is_dev)
     async with transaction(ctx.pool) as conn:
         done = await block_and_end_sessions(conn, actor, cid, now=ctx.now())
-    await await_streams(ctx.pool, actor.tenant_id, getattr(state, "ssf_policy", None))  # next request refused (ADR 0005)
+    # next request refused (ADR 0005)
+    await await_streams(ctx.pool, actor.tenant_id, getattr(state, "ssf_policy", None), redis=ctx.redis)
     return BlockResult(client_id=cid, blocked=True, changed=done.changed, sessions_ended=done.sessions_ended)
 
 
@@ -152,7 +153,8 @@ async def policy_put(data: JSONBody[PolicyIn], actor: NamedDependency[Actor], st
         await record_event(conn, actor.tenant_id, "agent.policy_changed", {"tenant_id": actor.tenant_id},
                            now=ctx.now())
         policy = await _policy(conn, actor.tenant_id)
-    await await_streams(ctx.pool, actor.tenant_id, getattr(state, "ssf_policy", None))  # next request refused (ADR 0005)
+    # next request refused (ADR 0005)
+    await await_streams(ctx.pool, actor.tenant_id, getattr(state, "ssf_policy", None), redis=ctx.redis)
     return policy
 
 

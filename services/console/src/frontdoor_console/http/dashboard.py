@@ -222,7 +222,8 @@ async def agents_act(action: FromPath[str], data: Annotated[AgentForm, _FORM], c
         else:
             done = await unblock(conn, console.actor, cid)
     if action == "block":
-        await await_streams(ctx.pool, console.tenant.id, getattr(state, "ssf_policy", None))  # next request refused (ADR 0005)
+        # next request refused (ADR 0005)
+        await await_streams(ctx.pool, console.tenant.id, getattr(state, "ssf_policy", None), redis=ctx.redis)
     notice = f"agent_{action}ed" if done.changed else "agent_unchanged"
     return Redirect(f"/agents?notice={notice}", status_code=303)
 

@@ -127,7 +127,8 @@ async def session_revoke(session_id: FromPath[str], data: Annotated[ConfirmForm,
         return _revoke_confirm(console, s)
     async with transaction(ctx.pool) as conn:
         await revoke_session(conn, console.actor, s.id, now=ctx.now())
-    await await_streams(ctx.pool, console.tenant.id, getattr(state, "ssf_policy", None))  # next request refused (ADR 0005)
+    # next request refused (ADR 0005)
+    await await_streams(ctx.pool, console.tenant.id, getattr(state, "ssf_policy", None), redis=ctx.redis)
     notice = "session_revoked" if s.ended_at is None else "session_unchanged"
     return Redirect(f"/sessions?notice={notice}", status_code=303)
 
@@ -185,7 +186,8 @@ async def account_disconnect(data: Annotated[DisconnectForm, FORM], console: Con
     async with transaction(ctx.pool) as conn:
         await disconnect_account(conn, console.actor, account_id=account, client_id=client_id, now=ctx.now(),
                                  via="dashboard")
-    await await_streams(ctx.pool, console.tenant.id, getattr(state, "ssf_policy", None))  # next request refused (ADR 0005)
+    # next request refused (ADR 0005)
+    await await_streams(ctx.pool, console.tenant.id, getattr(state, "ssf_policy", None), redis=ctx.redis)
     return Redirect("/accounts/agents?" + urlencode({"account": account, "notice": "account_disconnected"}),
                     status_code=303)
 

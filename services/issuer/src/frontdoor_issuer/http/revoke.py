@@ -47,5 +47,5 @@ async def revoke(slug: FromPath[str], request: Request[Any, Any, Any], state: St
     except Unavailable as exc:
         return unavailable(exc.retry_after)
     # "The next request is refused" at receivers answering from memory (ADR 0005).
-    await await_streams(ctx.pool, tenant.tenant_id, getattr(state, "ssf_policy", None))
+    await await_streams(ctx.pool, tenant.tenant_id, getattr(state, "ssf_policy", None), redis=ctx.redis)
     return Response({}, status_code=200, headers=NO_STORE)
