@@ -32,8 +32,8 @@ from frontdoor_protocol.errors import ProtocolError
 from frontdoor_tenancy.issuer_settings import MediatedSettings
 from joserfc import jwt
 
-from .sign_in import allowed_scopes, complete_sign_in, requested_scopes
 from .introspection_cache import publish_current_head
+from .sign_in import allowed_scopes, complete_sign_in, requested_scopes
 from .token_binding import TokenBinding
 from .token_endpoint import GrantDeps, GrantOutcome, GrantRefused, TenantIssuer
 from .token_response import session_token_response
@@ -196,8 +196,8 @@ class MediatedSignIns:
                     sign_in_type="mediated", now=now_dt, requested_scope=scope)
             except ProtocolError as exc:
                 raise GrantRefused(exc) from None
-            outcome = await session_token_response(conn, self._deps.keys, tenant, done.session, binding,
             await publish_current_head(self._deps.redis, conn, tenant.tenant_id)  # introspection sees the sign-in
+            outcome = await session_token_response(conn, self._deps.keys, tenant, done.session, binding,
                                                    now=now_dt, refresh_token=done.account_token)
         return GrantOutcome(body={"status": "complete", **outcome.body}, headers=outcome.headers)
 
