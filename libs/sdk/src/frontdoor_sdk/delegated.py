@@ -54,6 +54,7 @@ from frontdoor_sdk.session_state import (
     SessionStateRefused,
     SessionStateUnavailable,
 )
+from frontdoor_sdk.signals import SessionSignals
 
 __all__ = ["DelegatedPath", "DelegatedRefused"]
 
@@ -110,6 +111,7 @@ class DelegatedPath:
         session_max_age: int,
         allow_http_loopback: bool,
         delegations: DelegationCache | None = None,
+        signals: SessionSignals | None = None,
     ) -> None:
         self._issuer = issuer
         self._agent_keys = agent_keys
@@ -120,6 +122,7 @@ class DelegatedPath:
         self._max_age = session_max_age
         self._loopback = allow_http_loopback
         self._delegations = delegations if delegations is not None else DelegationCache()
+        self._signals = signals
 
     @property
     def delegations(self) -> DelegationCache:
@@ -244,6 +247,15 @@ class DelegatedPath:
     async def _state(self, verified: DelegatedCaller) -> DelegatedState:
         session = verified.session
         token = verified.token
+        sgn = token.sgn if token is not None else None
+        signals = self._signals
+        mark = 0
+        if signals is not None:  # the Shared Signals stream (ADR 0005 §7): no round trip while it is live
+            held = signals.lookup_delegated(client_id=session.client_id, sid=session.sid, sub=session.sub,
+                                            agent_id=session.agent_id, sgn=sgn)
+            if held is not None:
+                return held
+            mark = signals.mark()
         try:
             state = await self._states.check(
                 client_id=session.client_id,
@@ -270,6 +282,9 @@ class DelegatedPath:
             # The grant family was revoked or disconnected: the token fails, the Session
             # goes on signed out (ADR 0004 §5).
             raise ProtocolError(ErrorCode.INVALID_TOKEN, "the access token is no longer active")
+        if signals is not None:
+            signals.remember_delegated(client_id=session.client_id, sid=session.sid, sub=session.sub,
+                                       agent_id=session.agent_id, sgn=sgn, state=state, mark=mark)
         return state
 
 

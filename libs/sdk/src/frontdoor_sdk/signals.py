@@ -36,8 +36,10 @@ from joserfc.errors import InvalidKeyIdError, JoseError
 from joserfc.jwk import KeySet
 
 from frontdoor_sdk.clock import Clock, epoch_seconds
+from frontdoor_sdk.delegated_memory import DelegatedMemory
 from frontdoor_sdk.introspection import SessionState
 from frontdoor_sdk.jwks_cache import JwksCache, JwksUnavailable
+from frontdoor_sdk.session_state import DelegatedState
 
 __all__ = ["CachedSession", "SessionSignals"]
 
@@ -88,6 +90,10 @@ class _Rejected(Exception):
 class SessionSignals:
     """The stream's receiver and the bounded, least-recently-used memory of Sessions.
 
+    It holds 0.2 Sessions (by ``sid``) and PAP 1.0 ``session-state`` answers (by
+    ``client_id``, ``sid`` and ``sgn``: :mod:`frontdoor_sdk.delegated_memory`), each up to
+    ``max_sessions``.
+
     Args:
         issuer: The tenant's issuer (the SETs' ``iss``).
         credential: The resource-server credential (``fdrs_...``).
@@ -124,6 +130,7 @@ class SessionSignals:
         self._max_age = max_age
         self._retry = retry
         self._sessions: OrderedDict[str, CachedSession] = OrderedDict()
+        self._delegated = DelegatedMemory(max_entries=max_sessions, max_age=max_age, monotonic=monotonic)
         self._jtis: OrderedDict[str, None] = OrderedDict()
         self._stream: _Stream | None = None
         self._applied: int | None = None
@@ -203,8 +210,23 @@ class SessionSignals:
         while len(self._sessions) > self._max_sessions:
             self._sessions.popitem(last=False)
 
+    def lookup_delegated(self, *, client_id: str, sid: str, sub: str, agent_id: str | None,
+                         sgn: str | None) -> DelegatedState | None:
+        """The 1.0 answer held for (``client_id``, ``sid``, ``sgn``), only while :attr:`live` and fresh."""
+        if not self.live:
+            return None
+        return self._delegated.lookup(client_id=client_id, sid=sid, sub=sub, agent_id=agent_id, sgn=sgn)
+
+    def remember_delegated(self, *, client_id: str, sid: str, sub: str, agent_id: str | None, sgn: str | None,
+                           state: DelegatedState, mark: int) -> None:
+        """Hold Frontdoor's ``session-state`` answer, under the same rule as :meth:`remember`."""
+        if mark != self._epoch or self._applied is None:
+            return
+        self._delegated.remember(client_id=client_id, sid=sid, sub=sub, agent_id=agent_id, sgn=sgn, state=state)
+
     def _drop_all(self) -> None:
         self._sessions.clear()
+        self._delegated.clear()
         self._epoch += 1
 
     # ------------------------------------------------------------------ the loop
@@ -353,6 +375,7 @@ class SessionSignals:
         session = _id(subject.get("session"), "id")
         client = _id(subject.get("application"), "uri")
         self._epoch += 1
+        self._delegated.apply(uri, subject)  # the PAP 1.0 answers held (ADR 0005 §7)
         if uri == _SESSION_REVOKED:
             if session is not None:
                 self._sessions.pop(session, None)

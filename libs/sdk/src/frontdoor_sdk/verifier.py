@@ -134,9 +134,12 @@ class FrontdoorVerifier:
             after a delegation named an unknown ``kid``.
         max_agents: The most agents whose identity keys are cached (LRU).
         allow_http_loopback: Accept ``http://`` loopback agents and URLs in 1.0 (dev only).
-        shared_signals: Keep 0.2 Session state in memory from Frontdoor's Shared Signals
-            stream (ADR 0005): no round trip per request while the stream is live, the same
-            "next request is refused" guarantee (docs/sdk.md). The stream runs from
+        shared_signals: Keep Session state in memory from Frontdoor's Shared Signals
+            stream (ADR 0005): 0.2 Sessions and 1.0 ``session-state`` answers, no round trip
+            per request while the stream is live, the same "next request is refused"
+            guarantee (docs/sdk.md). With several replicas and 1.0, use a shared
+            ``replay_cache``: a 1.0 request answered from memory claims its Session JWT's
+            ``jti`` only there, not at Frontdoor. The stream runs from
             :meth:`start` (or ``async with``) to :meth:`aclose`.
         max_sessions: The most Sessions held in memory by the stream (LRU).
     """
@@ -201,6 +204,7 @@ class FrontdoorVerifier:
             clock=self._clock,
             session_max_age=session_max_age,
             allow_http_loopback=allow_http_loopback,
+            signals=self._signals,
         )
 
     def __repr__(self) -> str:
