@@ -1,0 +1,145 @@
+"""The human handoff inbox in a real browser (#16, PAP §7.9).
+
+An agent with a real Session (the issuer in-process) talks to the real ledger's hosted
+conversation endpoint and asks for a person; the conversation turns up in the admin's
+inbox without a reload; the admin assigns it to a colleague, takes it over and answers;
+the agent reads ``responder: human``, the name it was given and the reply, and its next
+message appears in the open transcript without a reload. A viewer reads the same
+conversation and is offered no action.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from frontdoor_core.ids import new_id
+from frontdoor_core.settings import Settings
+from frontdoor_tenancy.credentials import hash_password
+from litestar.testing import AsyncTestClient
+from playwright.async_api import expect
+
+from tests.browser.test_browser_journeys import BROWSER_ISSUER, _sign_in, _sign_up, _tenant_id
+from tests.conftest import unique
+from tests.integration.conftest import STRONG_PASSWORD
+from tests.support.agent import TestAgent as Agent  # (not collected as a test class)
+from tests.support.mock_web import MockWeb
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+async def live_ledger(browser_settings: Settings, migrated: str, agent_web: MockWeb) -> AsyncIterator[Any]:
+    """The real ledger app, in-process over ASGI, on the console's database and Redis."""
+    from frontdoor_core.outbound import SafeFetcher
+    from frontdoor_ledger.app import create_app
+
+    app = create_app(browser_settings, fetcher=SafeFetcher(transport=agent_web))
+    async with AsyncTestClient(app, base_url=browser_settings.ledger_base_url) as client:
+        yield client
+
+
+class Caller:
+    """The agent's side: DPoP-signed requests to ``{ledger}/{slug}/conversations``."""
+
+    def __init__(self, ledger: AsyncTestClient[Any], base: str, agent: Agent, token: str) -> None:
+        self.ledger, self.base, self.agent, self.token = ledger, base, agent, token
+
+    async def call(self, method: str, path: str, body: Any = None) -> Any:
+        url = f"{self.base}{path}"
+        headers = {"Authorization": f"DPoP {self.token}", "DPoP": self.agent.dpop(method, url, token=self.token)}
+        if method == "GET":
+            return await self.ledger.get(url, headers=headers)
+        return await self.ledger.post(url, content=json.dumps(body or {}).encode(),
+                                      headers={**headers, "Content-Type": "application/json"})
+
+    async def say(self, path: str, text: str) -> Any:
+        return await self.call("POST", path, {"message": {"id": unique("msg_"), "sender": "agent", "text": text}})
+
+
+async def _member(db: Any, tenant_id: str, role: str) -> str:
+    email = f"{unique(role + '-')}@example.com"
+    await db.execute("INSERT INTO admins (tenant_id, id, email, password_hash, role) VALUES ($1, $2, $3, $4, $5)",
+                     tenant_id, new_id("adm"), email, hash_password(STRONG_PASSWORD), role)
+    return email
+
+
+async def test_an_agent_asks_for_a_person_and_an_admin_answers(
+    context: Any, browser: Any, live_console: str, db: Any, live_issuer: Any, live_ledger: Any,
+    agent_web: MockWeb, browser_settings: Settings,
+) -> None:
+    page = await context.new_page()
+    slug, email = await _sign_up(page)
+    api_key = (await page.locator("#new-api-key").inner_text()).strip()
+    await _sign_in(page, email)
+    tenant_id = await _tenant_id(db, email)
+    colleague = await _member(db, tenant_id, "admin")
+    viewer = await _member(db, tenant_id, "viewer")
+    api = {"Authorization": f"Bearer {api_key}"}
+    current = await (await page.request.get("/api/v1/issuer", headers=api)).json()
+    wanted = {**current["settings"], "conversations": {"enabled": True}}
+    r = await page.request.put("/api/v1/issuer", data=wanted, headers=api)
+    assert r.status == 200, await r.text()
+
+    # The agent starts a Session at the real issuer and a conversation at the real ledger.
+    issuer = f"{BROWSER_ISSUER}/{slug}"
+    agent = Agent(host=f"{unique('pocket-')}.example", name="Pocket Assistant").publish(agent_web)
+    started = await live_issuer.post(f"/{slug}/oauth/token", data=agent.token_form(issuer, "user-1"),
+                                     headers={"DPoP": agent.dpop("POST", f"{issuer}/oauth/token")})
+    assert started.status_code == 200, started.text
+    me = Caller(live_ledger, f"{browser_settings.ledger_base_url}/{slug}/conversations", agent,
+                started.json()["access_token"])
+
+    await page.click("nav >> text=Conversations")
+    await expect(page.locator("#conversation-rows")).to_contain_text("No conversations here")
+    r = await me.say("", "My parcel never arrived.")
+    assert r.status_code == 201, r.text
+    cid = r.json()["conversation_id"]
+    handoff = await me.call("POST", f"/{cid}/handoff")
+    assert handoff.status_code == 202 and handoff.json()["status"] == "queued"
+    # The inbox's list refreshes by itself: the queued conversation arrives without a reload.
+    row = page.locator(f"tr[data-conversation='{cid}']")
+    await expect(row).to_contain_text("queued", timeout=8000)
+
+    await row.locator(f"a[href='/conversations/{cid}']").click()
+    await expect(page.locator("#conversation-status")).to_have_text("queued")
+    await expect(page.locator("#conversation-live")).to_contain_text("My parcel never arrived.")
+    await page.select_option("select[name=admin_id]", label=colleague)
+    await page.click("button:has-text('Assign')")
+    await expect(page.locator("#conversation-assignee")).to_have_text(colleague)
+    await page.click("button:has-text('Take over')")
+    await expect(page.locator("#conversation-responder")).to_have_text("a person")
+    await page.fill("textarea[name=text]", "Sorry about that: a new parcel leaves today.")
+    await page.click("button:has-text('Send reply')")
+    await expect(page.locator("#conversation-live")).to_contain_text("a new parcel leaves today")
+
+    # The agent reads who answers now, and the person's reply.
+    page_of_events = (await me.call("GET", f"/{cid}/events")).json()
+    assert page_of_events["responder"] == "human"
+    states = [e for e in page_of_events["events"] if e["type"] == "state" and e.get("responder") == "human"]
+    assert states and states[0]["responder_name"] == "Northwind Traders support"
+    replies = [e["message"] for e in page_of_events["events"]
+               if e["type"] == "message" and e["message"]["role"] == "company"]
+    assert [(m["sender"], m["text"]) for m in replies] == [("human", "Sorry about that: a new parcel leaves today.")]
+    # The agent answers back; the open transcript shows it without a reload.
+    r = await me.say(f"/{cid}/messages", "Thank you, that works.")
+    assert r.status_code == 202, r.text
+    await expect(page.locator("#conversation-live")).to_contain_text("Thank you, that works.", timeout=8000)
+
+    # A viewer reads the inbox and the transcript and is offered nothing to do.
+    viewing = await browser.new_context(base_url=live_console, viewport={"width": 1280, "height": 860})
+    try:
+        other = await viewing.new_page()
+        await other.goto("/login")
+        await other.fill("input[name=email]", viewer)
+        await other.fill("input[name=password]", STRONG_PASSWORD)
+        await other.click("button[type=submit]")
+        await expect(other.locator("h1")).to_have_text("Overview")
+        await other.goto(f"/conversations/{cid}")
+        await expect(other.locator("#conversation-live")).to_contain_text("Thank you, that works.")
+        await expect(other.locator("#answer")).to_have_count(0)
+        await expect(other.locator("button:has-text('Take over')")).to_have_count(0)
+    finally:
+        await viewing.close()
