@@ -402,3 +402,31 @@ def test_refusal_descriptions_never_quote_the_request(agent: Agent) -> None:
     error = refused(lambda: agent.verify(value), "the Session JWT sid or sub is malformed", leaked=value)
     assert marker not in repr(error) and marker not in str(error.to_body())
     assert b64(marker.encode()) not in str(error)
+
+
+@pytest.mark.parametrize(("header", "claims", "description"), [
+    ({"kid": None}, {}, "the delegation has no kid"),
+    ({"kid": 7}, {}, "the delegation has no kid"),
+    ({"jwk": {"kty": "EC"}}, {}, "the delegation header must not carry a key"),
+    ({"typ": "POPPY-DELEGATION+JWT"}, {}, "the delegation typ is not poppy-delegation+jwt"),  # typ compared exactly
+])
+def test_adr_0004_s3_4_delegation_header_refusals(
+    agent: Agent, header: dict[str, Any], claims: dict[str, Any], description: str
+) -> None:
+    """ADR 0004 §3 step 4, GUIDE-jwt-03: kid a string, no key in the header, the exact typ."""
+    value = agent.session(delegation=agent.delegation(header=header, **claims))
+    refused(lambda: parse_poppy_session(value), description, leaked=value)
+
+
+@pytest.mark.parametrize(("claims", "description"), [
+    ({"cnf": "jwk"}, "the delegation cnf is missing"),
+    ({"cnf": {"jwk": "x"}}, "the delegation cnf.jwk is not a JWK object"),
+    ({"cnf": {"jwk": {"kty": "EC", "crv": "P-256", "x": "AA", "y": "AA"}}}, "the delegated key is not a valid key"),
+    ({"iat": "now"}, "the delegation iat or exp is missing"),
+    ({"iss": "https://other.example/client.json"}, "the delegation iss is not the client"),
+    ({"exp": NOW - 10}, "the delegation lifetime is over 24 hours"),  # exp before iat
+])
+def test_adr_0004_s3_4_delegation_claim_refusals(agent: Agent, claims: dict[str, Any], description: str) -> None:
+    """[S §3], RFC 7800 §3.2: cnf.jwk a public P-256 key; numeric iat/exp; iss the client."""
+    value = agent.session(delegation=agent.delegation(**claims))
+    refused(lambda: agent.verify(value), description)

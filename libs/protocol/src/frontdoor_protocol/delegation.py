@@ -16,6 +16,12 @@ A delegation is the compact JWS carried in the ``poppy_dlg`` header of every
    skew; ``jti`` present. ``sub``, ``aud``, ``sid`` and ``agent_id`` are refused: a
    delegation names no user, company or agent [S §3; Q5].
 
+Steps 1 to 4 are a :mod:`frontdoor_protocol.jwt_profile` profile (typ exact, kid required,
+the identity key set, ``iss``, no ``aud`` read, lifetime, skew, ``jti``, ``cnf`` required,
+the forbidden claims; the profile checks the times before ``cnf`` and the forbidden
+claims); ``cnf.jwk`` is imported as a carried public key (:mod:`frontdoor_protocol.public_jwk`,
+RFC 7800 §3.2). Every description is unchanged, one table from refusal kind to words.
+
 The same delegation arrives on every request of an agent for up to 24 hours. A
 :class:`DelegationCache`, owned by the caller and passed in, remembers what cannot change
 once a delegation verified: its parse, the imported ``cnf.jwk`` and its thumbprint, ``iss``,
@@ -30,26 +36,25 @@ Session JWT's ``iss``, expiry and ``iat`` against ``now``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 import msgspec
-from joserfc.errors import JoseError
-from joserfc.jwk import ECKey, JWKRegistry, Key, KeySet, RSAKey
+from joserfc.jwk import ECKey, Key, KeySet, RSAKey
 
 from frontdoor_protocol.bounded_cache import BoundedLRU
-from frontdoor_protocol.compact_jws import CompactJWS, MalformedJWS, parse_compact_jws, sign_compact_jws
-from frontdoor_protocol.dpop_proof import PRIVATE_JWK_MEMBERS
+from frontdoor_protocol.compact_jws import CompactJWS, sign_compact_jws
 from frontdoor_protocol.errors import ErrorCode, ProtocolError
-from frontdoor_protocol.jwk_thumbprint import jwk_thumbprint
 from frontdoor_protocol.jws_verification import (
-    EMBEDDED_KEY_HEADERS,
     KeyProblem,
     UnknownKeyId,
     select_verification_keys,
     signature_verifies,
 )
 from frontdoor_protocol.jwt_assertion import DEFAULT_CLOCK_SKEW
-from frontdoor_protocol.jwt_claims import MAX_JTI_LENGTH, numeric_date
+from frontdoor_protocol.jwt_claims import MAX_JTI_LENGTH
+from frontdoor_protocol.jwt_profile import ClaimRule, JWTProfile, check_profiled_claims, read_profiled_jws
+from frontdoor_protocol.jwt_refusal import JWTRefusal, JWTRefusalKind
+from frontdoor_protocol.public_jwk import PRIVATE_JWK_MEMBERS, PublicJWKProblem, import_public_jwk
 
 __all__ = [
     "DELEGATION_ALGORITHMS",
@@ -78,6 +83,48 @@ DEFAULT_DELEGATION_CACHE_SIZE: Final = 10_000
 """Delegations a :class:`DelegationCache` holds by default (one per active agent instance)."""
 
 _INVALID = ErrorCode.INVALID_SESSION
+_K = JWTRefusalKind
+
+
+def _is_delegation_jti(value: object) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= MAX_JTI_LENGTH
+
+
+_PROFILE: Final = JWTProfile(
+    types=frozenset({DELEGATION_TYPE}),
+    typ_exact=True,
+    algorithms=DELEGATION_ALGORITHMS,
+    kid_required=True,
+    audience=None,  # forbidden below: a delegation names no company
+    max_lifetime=MAX_DELEGATION_LIFETIME,
+    required=(ClaimRule("cnf", lambda value: isinstance(value, dict)),),
+    forbidden=tuple(sorted(DELEGATION_FORBIDDEN_CLAIMS)),
+    jti_valid=_is_delegation_jti,
+)
+_DESCRIPTIONS: Final[Mapping[JWTRefusalKind, str]] = {
+    _K.MALFORMED: "is not a compact JWS",
+    _K.WRONG_TYPE: "typ is not poppy-delegation+jwt",
+    _K.ALGORITHM_NOT_ACCEPTED: "alg is not accepted",
+    _K.EMBEDDED_KEY: "header must not carry a key",
+    _K.MISSING_KID: "has no kid",
+    _K.MALFORMED_KID: "has no kid",
+    _K.MALFORMED_CLAIMS: "claims are not a JSON object",
+    _K.WRONG_ISSUER: "iss is not the client",
+    _K.FORBIDDEN_CLAIM: "must not name a user, company, Session or agent",
+    _K.LIFETIME_TOO_LONG: "lifetime is over 24 hours",
+    _K.EXPIRED: "has expired",
+    _K.ISSUED_IN_FUTURE: "is issued in the future",
+    _K.NOT_YET_VALID: "is not valid yet",
+}
+"""What each refused check says after "the delegation" (stable descriptions)."""
+_CLAIM_DESCRIPTIONS: Final[Mapping[str, str]] = {
+    "iss": "iss is not the client",
+    "iat": "iat or exp is missing",
+    "exp": "iat or exp is missing",
+    "nbf": "is not valid yet",
+    "jti": "jti is missing",
+    "cnf": "cnf is missing",
+}
 
 
 class UnknownAgentKeyId(UnknownKeyId):
@@ -130,39 +177,40 @@ def parse_delegation(value: object) -> CompactJWS:
         ProtocolError: ``invalid_session``.
     """
     try:
-        jws = parse_compact_jws(value)
-    except MalformedJWS:
-        raise _refuse("the delegation is not a compact JWS") from None
-    header = jws.header
-    if header.get("typ") != DELEGATION_TYPE:
-        raise _refuse("the delegation typ is not poppy-delegation+jwt")
-    if jws.alg not in DELEGATION_ALGORITHMS:
-        raise _refuse("the delegation alg is not accepted")
-    if not EMBEDDED_KEY_HEADERS.isdisjoint(header):
-        raise _refuse("the delegation header must not carry a key")
-    if not isinstance(header.get("kid"), str):
-        raise _refuse("the delegation has no kid")
-    return jws
+        return read_profiled_jws(value, _PROFILE)
+    except JWTRefusal as refused:
+        raise _error(refused) from None
 
 
-def _delegated_key(cnf: object) -> tuple[Key, str]:
-    if not isinstance(cnf, dict):
-        raise _refuse("the delegation cnf is missing")
+def _error(refused: JWTRefusal) -> ProtocolError:
+    if refused.claim is not None and refused.kind is not _K.FORBIDDEN_CLAIM:
+        words = _CLAIM_DESCRIPTIONS.get(refused.claim, "claims are not accepted")
+    else:
+        words = _DESCRIPTIONS.get(refused.kind, "is not accepted")
+    return _refuse(f"the delegation {words}")
+
+
+_CNF_PROBLEMS: Final[Mapping[PublicJWKProblem, str]] = {
+    PublicJWKProblem.MISSING: "the delegation cnf.jwk is not a JWK object",
+    PublicJWKProblem.PRIVATE: "the delegation cnf.jwk must hold a public key only",
+    PublicJWKProblem.INVALID: "the delegated key is not a valid key",
+    PublicJWKProblem.DOES_NOT_FIT: "the delegation cnf.jwk must hold a public key only",  # private after import
+}
+
+
+def _delegated_key(cnf: Mapping[str, object]) -> tuple[Key, str]:
+    """``cnf.jwk`` (RFC 7800 §3.2): an EC P-256 public key, and its RFC 7638 thumbprint."""
     jwk = cnf.get("jwk")
     if not isinstance(jwk, dict):
-        raise _refuse("the delegation cnf.jwk is not a JWK object")
+        raise _refuse(_CNF_PROBLEMS[PublicJWKProblem.MISSING])
     if not PRIVATE_JWK_MEMBERS.isdisjoint(jwk):
-        raise _refuse("the delegation cnf.jwk must hold a public key only")
+        raise _refuse(_CNF_PROBLEMS[PublicJWKProblem.PRIVATE])
     if jwk.get("kty") != "EC" or jwk.get("crv") != DELEGATED_KEY_CURVE:
         raise _refuse("the delegated key is not an EC P-256 key")
-    try:
-        key = JWKRegistry.import_key(jwk)
-        jkt = jwk_thumbprint(jwk)
-    except (JoseError, ValueError, TypeError, KeyError):
-        raise _refuse("the delegated key is not a valid key") from None
-    if key.is_private:
-        raise _refuse("the delegation cnf.jwk must hold a public key only")
-    return key, jkt
+    imported = import_public_jwk(jwk)
+    if isinstance(imported, PublicJWKProblem):
+        raise _refuse(_CNF_PROBLEMS[imported])
+    return imported
 
 
 def verify_delegation(
@@ -210,10 +258,14 @@ def _verify(
     if signer is None:
         raise _refuse("the delegation signature is invalid")
     try:
-        claims = jws.claims()
-    except MalformedJWS:
-        raise _refuse("the delegation claims are not a JSON object") from None
-    return signer, _check_claims(claims, client_id=client_id, now=now, skew=skew, alg=jws.alg)
+        verified = check_profiled_claims(jws, _PROFILE, issuer=client_id, audience=None, now=now, skew=skew)
+    except JWTRefusal as refused:
+        raise _error(refused) from None
+    key, jkt = _delegated_key(verified.claims["cnf"])
+    delegation = VerifiedDelegation(
+        client_id=client_id, jti=verified.jti, iat=verified.iat, exp=verified.exp, key=key, jkt=jkt, alg=jws.alg
+    )
+    return signer, delegation
 
 
 def _check_times(delegation: VerifiedDelegation, *, client_id: str, now: int, skew: int) -> None:
@@ -315,28 +367,6 @@ class DelegationCache:
             compact, _Remembered(jws=jws, identity=signer, identity_jkt=_key_thumbprint(signer), delegation=delegation)
         )
         return delegation
-
-
-def _check_claims(claims: Mapping[str, Any], *, client_id: str, now: int, skew: int, alg: str) -> VerifiedDelegation:
-    if claims.get("iss") != client_id:
-        raise _refuse("the delegation iss is not the client")
-    if not DELEGATION_FORBIDDEN_CLAIMS.isdisjoint(claims):
-        raise _refuse("the delegation must not name a user, company, Session or agent")
-    key, jkt = _delegated_key(claims.get("cnf"))
-    iat = numeric_date(claims.get("iat"))
-    exp = numeric_date(claims.get("exp"), round_up=True)
-    if iat is None or exp is None:
-        raise _refuse("the delegation iat or exp is missing")
-    if not 0 < exp - iat <= MAX_DELEGATION_LIFETIME:
-        raise _refuse("the delegation lifetime is over 24 hours")
-    if now >= exp + skew:
-        raise _refuse("the delegation has expired")
-    if iat > now + skew:
-        raise _refuse("the delegation is issued in the future")
-    jti = claims.get("jti")
-    if not isinstance(jti, str) or not 0 < len(jti) <= MAX_JTI_LENGTH:
-        raise _refuse("the delegation jti is missing")
-    return VerifiedDelegation(client_id=client_id, jti=jti, iat=iat, exp=exp, key=key, jkt=jkt, alg=alg)
 
 
 def mint_delegation(
