@@ -2,7 +2,8 @@
 refused) -> the grace period ends unpaid (new Sessions refused with the protocol's error,
 503 ``temporarily_unavailable`` with ``Retry-After``; new configuration held to Free) ->
 the invoice is paid (both lifted). Existing Sessions renew, sign-in on an existing
-Session, refresh and introspection keep working throughout; another tenant is untouched.
+Session, refresh, introspection and operations under way keep working throughout; another
+tenant is untouched.
 The tenant's billing account is read once per cache period, not once per new Session."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from litestar.testing import AsyncTestClient
 
 from tests.integration.billing.conftest import SECRET
 from tests.integration.conftest import TenantHandle, sign_up
+from tests.integration.ledger.conftest import LEDGER, make_shop, operations_agent
 from tests.integration.signin.conftest import Company, make_company, new_agent
 from tests.support.clock import ShiftableClock
 from tests.support.mock_web import MockWeb
@@ -138,3 +140,40 @@ async def test_billing_off_issuer_never_reads_accounts(issuer: AsyncTestClient[A
                      " VALUES ($1, 'growth', now() - interval '30 days', now() - interval '20 days', now())", t.id)
     assert (await _new_session(company, new_agent(web), "u")).status_code == 200
     assert issuer.app.state.session_admission.reads == 0
+
+
+@pytest.fixture(scope="module")
+async def billed_ledger(billed_settings: Settings, migrated: str, clock: ShiftableClock, web: MockWeb
+                        ) -> AsyncIterator[AsyncTestClient[Any]]:
+    from frontdoor_core.outbound import SafeFetcher
+    from frontdoor_ledger.app import create_app
+
+    async with AsyncTestClient(create_app(billed_settings, clock=clock, fetcher=SafeFetcher(transport=web)),
+                               base_url=LEDGER) as c:
+        yield c
+
+
+async def test_operations_under_way_finish_while_suspended(
+        short_grace_console: AsyncTestClient[Any], billed_issuer: AsyncTestClient[Any],
+        billed_ledger: AsyncTestClient[Any], clock: ShiftableClock, runtime: Any, web: MockWeb, db: Any) -> None:
+    t = await sign_up(short_grace_console)
+    shop = await make_shop(short_grace_console, billed_issuer, billed_ledger, t, clock,
+                           DeviceStore(runtime.redis, clock=clock), web)
+    agent = operations_agent(web)
+    tokens = await shop.company.sign_in(agent, "olga", "acct-olga")
+    r = await shop.propose(tokens, agent, "olga")
+    assert r.status_code == 201, r.text
+    op = r.json()["operation"]
+    # the grace period of an unpaid invoice has ended (and the issuer's cached read expires)
+    await db.execute("INSERT INTO billing_accounts (tenant_id, plan, stripe_customer_id, payment_failed_at,"
+                     " grace_until, updated_at) VALUES ($1, 'growth', $2, $3, $4, now()) ON CONFLICT (tenant_id) DO UPDATE"
+                     " SET plan = 'growth', stripe_customer_id = $2, payment_failed_at = $3, grace_until = $4", t.id, f"cus_{t.id}",
+                     clock() - timedelta(days=8), clock() - timedelta(days=1))
+    clock.advance(seconds=31)
+    assert (await _new_session(shop.company, agent, "newcomer")).status_code == 503
+    # the operation proposed before is confirmed and performed; the signed-in user proposes again
+    done = await shop.confirm(agent, tokens["access_token"], op)
+    assert done.status_code == 200 and done.json()["state"] == "succeeded", done.text
+    assert shop.receiver.performed == {op["operation_id"]: 1}
+    again = await shop.propose(tokens, agent, "olga")
+    assert again.status_code == 201, again.text
