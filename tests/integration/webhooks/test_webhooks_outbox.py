@@ -1,5 +1,5 @@
 """The outbox over real PostgreSQL: enqueue in the caller's transaction, fan-out, wake-ups,
-the relay's due query, redelivery, recovery and pruning."""
+the due query, redelivery, recovery and pruning."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""A disabled endpoint's messages are parked out of the relay's due index; enabling the endpoint
-unparks them, makes them due at once and wakes the relay, in its transaction."""
+"""A disabled endpoint's messages are parked out of the due index; enabling the endpoint
+unparks them, makes them due at once and wakes the deliverer, in its transaction."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""An endpoint's rate_limit_per_second holds across every process sending to it."""
+"""An endpoint's rate_limit_per_second holds across every process sending to it (counted in PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from typing import Any
 from frontdoor_core.runtime import Runtime
 from frontdoor_tenancy.actor import Actor
 from frontdoor_tenancy.credentials import Kek
-from frontdoor_webhooks.delivery import RedisThrottle, deliver
+from frontdoor_webhooks.delivery import deliver
 from frontdoor_webhooks.endpoints import create_endpoint
 from frontdoor_webhooks.messages import enqueue_message, get_message
+from frontdoor_webhooks.rate_windows import PgThrottle
 
 from tests.integration.webhooks.webhooks_receiver import Receiver, Reply
 
@@ -23,8 +24,11 @@ async def test_over_the_rate_a_message_is_deferred_without_using_an_attempt(
                                         allow_insecure=True, rate_limit_per_second=2)
         ids = [await enqueue_message(conn, actor.tenant_id, created.endpoint.id, "operation.confirmed", {"n": i},
                                      purpose="event", now=runtime.clock()) for i in range(5)]
-    throttle = RedisThrottle(runtime.redis)
-    reports = await asyncio.gather(*(deliver(runtime.pool, m, throttle=throttle, **deps) for m in ids))
+    # Two throttles on the pool stand for two deliverer replicas (and the ledger's fast path):
+    # one window per endpoint, in the database, whichever process sends.
+    throttles = [PgThrottle(runtime.pool), PgThrottle(runtime.pool)]
+    reports = await asyncio.gather(*(deliver(runtime.pool, m, throttle=throttles[i % 2], **deps)
+                                     for i, m in enumerate(ids)))
     sent = [r for r in reports if r is not None]
     # One-second windows: at most 2 in this window (a window boundary may let 2 more through).
     assert 2 <= len(sent) <= 4
@@ -44,6 +48,6 @@ async def test_without_a_rate_every_message_goes(runtime: Runtime, actor: Actor,
                                         allow_insecure=True)
         ids = [await enqueue_message(conn, actor.tenant_id, created.endpoint.id, "operation.confirmed", {"n": i},
                                      purpose="event", now=runtime.clock()) for i in range(6)]
-    reports = await asyncio.gather(*(deliver(runtime.pool, m, throttle=RedisThrottle(runtime.redis), **deps)
+    reports = await asyncio.gather(*(deliver(runtime.pool, m, throttle=PgThrottle(runtime.pool), **deps)
                                      for m in ids))
     assert all(r is not None and r.state == "delivered" for r in reports)

@@ -35,7 +35,7 @@ from frontdoor_core.clock import Clock
 from frontdoor_core.errors import Conflict, NotFound
 from frontdoor_core.logging import get_logger
 from frontdoor_tenancy.credentials import Kek
-from frontdoor_webhooks.delivery import DeliveryReport, Throttle, deliver
+from frontdoor_webhooks.delivery import ClaimedMessage, DeliveryReport, SecretSource, Throttle, deliver
 from frontdoor_webhooks.delivery_policy import DeliveryPolicy
 from frontdoor_webhooks.sender import RESPONSE_LIMIT, Sender, SenderResponse
 
@@ -122,11 +122,13 @@ def perform_accepts(response: SenderResponse) -> bool:
     return _answer_of(response).kind != "unknown"
 
 
-async def perform_message(pool: asyncpg.Pool, redis: aioredis.Redis, message_id: str, *, sender: Sender, kek: Kek,
+async def perform_message(pool: asyncpg.Pool, redis: aioredis.Redis | None, message_id: str, *, sender: Sender, kek: Kek,
                           clock: Clock, policy: DeliveryPolicy, tenant_id: str | None = None,
                           on_settled: Callable[[str], Awaitable[None]] | None = None,
                           throttle: Throttle | None = None,
-                          settled: list[ledger.Operation] | None = None) -> DeliveryReport | None:
+                          settled: list[ledger.Operation] | None = None,
+                          claimed: ClaimedMessage | None = None,
+                          secrets: SecretSource | None = None) -> DeliveryReport | None:
     """One attempt at a perform message if it is claimable now, and its consequence in the ledger.
 
     Returns the attempt's report, or ``None`` when another process holds the message (or it
@@ -137,6 +139,10 @@ async def perform_message(pool: asyncpg.Pool, redis: aioredis.Redis, message_id:
 
     ``settled``, when given, receives the operation as this attempt's outcome left it
     (committed), so a waiting confirm answers it without reading it again.
+
+    ``claimed`` (a message the deliverer already claimed) and ``secrets`` (its secret
+    cache) are handed to `deliver`. ``redis`` may be None: the outcome is then not
+    announced on the settled channel (waiters re-read it when their wait ends).
 
     Raises:
         Exception: Whatever kept the consequence from being written (the database, a bug):
@@ -154,13 +160,15 @@ async def perform_message(pool: asyncpg.Pool, redis: aioredis.Redis, message_id:
                 finished.append(op)
 
     report = await deliver(pool, message_id, sender=sender, kek=kek, clock=clock, policy=policy,
-                           tenant_id=tenant_id, accept=perform_accepts, throttle=throttle, on_settle=consequence)
+                           tenant_id=tenant_id, accept=perform_accepts, throttle=throttle, on_settle=consequence,
+                           claimed=claimed, secrets=secrets)
     if settled is not None:
         settled.extend(finished)
     for operation_id in known:  # committed: wake whoever waits for the outcome
         if on_settled is not None:
             await on_settled(operation_id)
-        await publish_settled(redis, operation_id)
+        if redis is not None:
+            await publish_settled(redis, operation_id)
     return report
 
 

@@ -1,15 +1,16 @@
 """The delivery engine: claim a due message, sign it, send it, record the attempt, decide what next.
 
-Several processes may call `deliver` for the same message (the relay, a retry task, the
-ledger waiting for a perform answer): the claim, one compare-and-set ``UPDATE`` that
-takes a lease, lets exactly one of them send. No database connection is held while the
+Several processes may try the same message (deliverer replicas, the ledger's fast path
+waiting for a perform answer): the claim, one compare-and-set ``UPDATE`` that takes a
+lease (`claim` here, or `frontdoor_webhooks.claims.claim_due` for a batch), lets exactly
+one of them send. No database connection is held while the
 receiver is being waited for. The result is written only if the claim is still current
 (a redelivery or an expired lease meanwhile wins), in one transaction with the attempt
 row and the endpoint's health, and with whatever the caller's `SettleHook` writes about
 the answer (the perform webhook's outcome): the answer and its consequence commit together
 or not at all.
 
-`claim` and `due_messages` look messages up by ID across tenants, as a relay must;
+`claim` and `due_messages` look messages up by ID across tenants, as a deliverer must;
 everything after the lookup filters by the message's tenant.
 """
 
@@ -26,7 +27,6 @@ import msgspec
 from frontdoor_core.clock import Clock
 from frontdoor_core.logging import get_logger
 from frontdoor_core.metrics import DELIVERIES
-from frontdoor_core.rate_limit import hit
 from frontdoor_core.telemetry import inject_trace_context
 from frontdoor_tenancy.credentials import Kek
 from opentelemetry import trace
@@ -41,8 +41,8 @@ from .retry_policy import next_attempt_at, parse_retry_after
 from .sender import RESPONSE_LIMIT, Sender, SenderResponse, SendError
 from .signing import webhook_headers
 
-__all__ = ["ClaimedMessage", "DeliveryReport", "RedisThrottle", "SettleHook", "Throttle", "claim", "deliver",
-           "due_messages", "due_messages_by_endpoint", "hand_back"]
+__all__ = ["ClaimedMessage", "DeliveredRecorder", "DeliveryReport", "SecretSource", "SettleHook", "Throttle", "claim",
+           "deliver", "due_messages"]
 
 _log = get_logger("frontdoor.webhooks")
 _tracer = trace.get_tracer("frontdoor.webhooks")
@@ -147,53 +147,23 @@ async def due_messages(conn: asyncpg.Connection, now: datetime, limit: int = 100
     disabled endpoint, this query never walks them.
 
     Rows are locked ``FOR UPDATE SKIP LOCKED`` until the caller's transaction ends, so
-    relays running together each get different messages; each is then sent with
-    `deliver`, whose claim settles any remaining race. ``exclude``: IDs the caller has
-    already handed on and not seen claimed yet (so a backlog is paged past them).
-    """
-    return [message_id for message_id, _ in await due_messages_by_endpoint(conn, now, limit, exclude)]
-
-
-async def due_messages_by_endpoint(conn: asyncpg.Connection, now: datetime, limit: int = 100,
-                                   exclude: Sequence[str] = (),
-                                   exclude_endpoints: Sequence[str] = ()) -> list[tuple[str, str]]:
-    """`due_messages` with each message's endpoint, leaving out ``exclude_endpoints``' messages.
-
-    For a relay that shares what it hands on between endpoints: an endpoint that already
-    has its share waiting to be claimed is left out, so its backlog (a dead endpoint's,
-    every attempt of which waits for the timeout) does not stand in front of the others'.
-    Pairs of ``(message ID, endpoint ID)``, oldest due first, locked as `due_messages`.
+    callers running together each get different messages. ``exclude``: IDs to page past.
+    (The deliverer claims in batches with `frontdoor_webhooks.claims.claim_due`.)
     """
     rows = await conn.fetch(
         """
-        SELECT m.id, m.endpoint_id FROM webhook_messages AS m
+        SELECT m.id FROM webhook_messages AS m
           JOIN webhook_endpoints AS e ON e.tenant_id = m.tenant_id AND e.id = m.endpoint_id
          WHERE m.state = 'pending' AND NOT m.parked AND m.next_attempt_at <= $1
            AND (m.locked_until IS NULL OR m.locked_until < $1) AND e.enabled
-           AND m.id <> ALL($3::text[]) AND m.endpoint_id <> ALL($4::text[])
+           AND m.id <> ALL($3::text[])
          ORDER BY m.next_attempt_at
          LIMIT $2
            FOR UPDATE OF m SKIP LOCKED
         """,
-        now, limit, list(exclude), list(exclude_endpoints),
+        now, limit, list(exclude),
     )
-    return [(r["id"], r["endpoint_id"]) for r in rows]
-
-
-async def hand_back(conn: asyncpg.Connection, message_ids: Sequence[str], now: datetime, within: float) -> int:
-    """Put off unclaimed due messages a process will not start now; how many were put off.
-
-    For a worker whose capacity (in all, or for one endpoint) is taken: each message is due
-    again at a random point within ``1 + within`` seconds, no attempt used, so the relay
-    hands it on again later instead of a worker waiting for room. Claimed, finished or
-    not yet due messages are left alone.
-    """
-    status = await conn.execute(
-        "UPDATE webhook_messages SET next_attempt_at = $2::timestamptz + make_interval(secs => 1 + $3 * random())"
-        " WHERE id = ANY($1::text[]) AND state = 'pending' AND next_attempt_at <= $2"
-        " AND (locked_until IS NULL OR locked_until < $2)",
-        list(message_ids), now, max(within, 0.0))
-    return int(status.split()[-1])
+    return [r["id"] for r in rows]
 
 
 class Throttle(Protocol):
@@ -202,21 +172,6 @@ class Throttle(Protocol):
     async def wait(self, endpoint_id: str, per_second: int) -> float:
         """Seconds to wait before sending to ``endpoint_id`` (0: send now, and it counts)."""
         ...
-
-
-class RedisThrottle:
-    """`Throttle` over Redis fixed one-second windows (fails open: a rate cap is a courtesy)."""
-
-    def __init__(self, redis: Any) -> None:
-        self._redis = redis
-
-    async def wait(self, endpoint_id: str, per_second: int) -> float:
-        """See `Throttle.wait`."""
-        try:
-            allowed, retry = await hit(self._redis, f"webhook-rate:{endpoint_id}", limit=per_second, window_s=1)
-        except Exception:
-            return 0.0
-        return 0.0 if allowed else float(max(retry, 1))
 
 
 async def _defer(conn: asyncpg.Connection, claimed: ClaimedMessage, until: datetime) -> None:
@@ -242,6 +197,19 @@ async def _throttled_until(conn: asyncpg.Connection, claimed: ClaimedMessage, no
         claimed.endpoint_id, now, _THROTTLE_BACKLOG_CAP))
     spread = backlog / per_second
     return now + timedelta(seconds=wait + random.uniform(0.0, spread) + random.uniform(0.0, 0.25))  # noqa: S311
+
+
+SecretSource = Callable[[asyncpg.Pool, ClaimedMessage, datetime], Awaitable[list[str]]]
+"""Gives a claimed message's signing secrets, valid at the time given (`deliver`'s ``secrets``)."""
+
+
+class DeliveredRecorder(Protocol):
+    """Records a clean ``2xx`` attempt: attempt row, message delivered, endpoint healthy (`deliver`'s ``delivered``)."""
+
+    async def record(self, claimed: ClaimedMessage, *, started_at: datetime, duration_ms: int,
+                     response: SenderResponse, headers: dict[str, str], ended: datetime) -> DeliveryReport:
+        """Write it (committed when this returns) and answer the attempt's report."""
+        ...
 
 
 SettleHook = Callable[[asyncpg.Connection, DeliveryReport, SenderResponse | None], Awaitable[None]]
@@ -275,6 +243,9 @@ async def deliver(
     accept: Callable[[SenderResponse], bool] | None = None,
     throttle: Throttle | None = None,
     on_settle: SettleHook | None = None,
+    claimed: ClaimedMessage | None = None,
+    secrets: SecretSource | None = None,
+    delivered: DeliveredRecorder | None = None,
 ) -> DeliveryReport | None:
     """Make one attempt at a message if it can be claimed now.
 
@@ -295,6 +266,12 @@ async def deliver(
         on_settle: Writes the answer's consequence in the transaction that settles the
             attempt (see `SettleHook`); called for every settled attempt, also one whose
             claim was lost meanwhile (``recorded`` False).
+        claimed: A message the caller already claimed (the deliverer claims due messages
+            in batches, `frontdoor_webhooks.claims`); ``message_id`` must be its ID.
+        secrets: Where the endpoint's signing secrets come from (the deliverer's short
+            cache); default: read and decrypted for this attempt.
+        delivered: Records a clean ``2xx`` of an attempt without ``on_settle`` (the
+            deliverer's batches, `DeliveredBatch`); every other outcome is settled here.
 
     Returns:
         The attempt's report, or None when the message was not claimable (not due,
@@ -308,22 +285,28 @@ async def deliver(
     never its text.
     """
     now = clock()
-    async with pool.acquire() as conn:
-        claimed = await claim(conn, message_id, now, policy.lease, tenant_id=tenant_id)
-        if claimed is None:
-            return None
-        try:
-            if throttle is not None and claimed.rate_limit_per_second is not None:
-                wait = await throttle.wait(claimed.endpoint_id, claimed.rate_limit_per_second)
-                if wait > 0:
+    if claimed is None:
+        async with pool.acquire() as conn:
+            claimed = await claim(conn, message_id, now, policy.lease, tenant_id=tenant_id)
+    if claimed is None:
+        return None
+    try:
+        if throttle is not None and claimed.rate_limit_per_second is not None:
+            wait = await throttle.wait(claimed.endpoint_id, claimed.rate_limit_per_second)
+            if wait > 0:
+                async with pool.acquire() as conn:
                     until = await _throttled_until(conn, claimed, now, wait, claimed.rate_limit_per_second)
                     await _defer(conn, claimed, until)
-                    return None
-            secrets = await signing_secrets(conn, claimed.tenant_id, claimed.endpoint_id, kek, now)
-        except Exception as exc:
-            # Claimed, so the attempt is counted: it must be settled, or the message would be
-            # claimed (and fail) again after every lease without a trace or an end.
-            return await _settle_internal(pool, claimed, policy, clock, exc, started_at=now, on_settle=on_settle)
+                return None
+        if secrets is not None:
+            keys = await secrets(pool, claimed, now)
+        else:
+            async with pool.acquire() as conn:
+                keys = await signing_secrets(conn, claimed.tenant_id, claimed.endpoint_id, kek, now)
+    except Exception as exc:
+        # Claimed, so the attempt is counted: it must be settled, or the message would be
+        # claimed (and fail) again after every lease without a trace or an end.
+        return await _settle_internal(pool, claimed, policy, clock, exc, started_at=now, on_settle=on_settle)
     headers: dict[str, str] = {}
     with _tracer.start_as_current_span("webhook.deliver", attributes={
         "webhook.message_id": claimed.id, "webhook.attempt": claimed.attempt, "frontdoor.tenant_id": claimed.tenant_id,
@@ -335,7 +318,7 @@ async def deliver(
         excerpt: bytes | str
         try:
             body = claimed.body.encode("utf-8")
-            headers = webhook_headers(secrets, claimed.id, int(now.timestamp()), body)
+            headers = webhook_headers(keys, claimed.id, int(now.timestamp()), body)
             inject_trace_context(headers)  # traceparent: the receiver joins the trace (W3C Trace Context)
             response = await sender.post(claimed.url, body, headers, policy.timeout.total_seconds())
             error_class = status_error_class(response.status)
@@ -352,9 +335,14 @@ async def deliver(
         duration_ms = int((time.monotonic() - t0) * 1000)
         if response is not None:
             span.set_attribute("http.response.status_code", response.status)
-    report = await _settle(pool, claimed, policy, clock, started_at=started_at, duration_ms=duration_ms,
-                           response=response, error_class=error_class, excerpt=excerpt, headers=headers,
-                           on_settle=on_settle)
+    if (delivered is not None and on_settle is None and response is not None and error_class is None
+            and 200 <= response.status < 300):
+        report = await delivered.record(claimed, started_at=started_at, duration_ms=duration_ms, response=response,
+                                        headers=headers, ended=clock())
+    else:
+        report = await _settle(pool, claimed, policy, clock, started_at=started_at, duration_ms=duration_ms,
+                               response=response, error_class=error_class, excerpt=excerpt, headers=headers,
+                               on_settle=on_settle)
     DELIVERIES.labels(claimed.purpose, report.state, report.error_class or "none").inc()
     _log.info("webhook_attempt", message_id=claimed.id, tenant_id=claimed.tenant_id, endpoint_id=claimed.endpoint_id,
               attempt=claimed.attempt, status=report.status, error_class=report.error_class, state=report.state,

@@ -63,7 +63,7 @@ async def note_failure(conn: asyncpg.Connection, tenant_id: str, endpoint_id: st
     )
     if flipped is None:
         return False
-    await park(conn, tenant_id, endpoint_id)  # its messages wait out of the relay's due index
+    await park(conn, tenant_id, endpoint_id)  # its messages wait out of the due index
     await audit.record(conn, Actor(tenant_id=tenant_id, type="system"), "webhook_endpoint.disabled",
                        target_type="webhook_endpoint", target_id=endpoint_id,
                        details={"reason": reason, "failing_since": failing_since.isoformat()}, at=now)

@@ -68,7 +68,7 @@ class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
         failing_since: When the current run of failed attempts began; None when the
             last attempt succeeded.
         rate_limit_per_second: Most deliveries per second the company wants; None for
-            no limit (the relay enforces it).
+            no limit (the deliverers and the ledger enforce it, counted in PostgreSQL).
         signing_scheme: ``v1`` (HMAC-SHA256 with the ``whsec_`` secret) or ``v1a``
             (the same, plus an Ed25519 signature receivers verify with ``public_key``).
         public_key: The current Ed25519 public key (``whpk_...``) of a ``v1a`` endpoint.
@@ -326,8 +326,8 @@ async def rotate_secret(conn: asyncpg.Connection, actor: Actor, endpoint_id: str
 async def enable_endpoint(conn: asyncpg.Connection, actor: Actor, endpoint_id: str, *, now: datetime) -> Endpoint:
     """Enable an endpoint (again); its waiting messages become due at once.
 
-    In the same transaction its messages are unparked (back in the relay's due index), any
-    waiting for a later retry are made due at ``now``, and the relay is woken. The failure
+    In the same transaction its messages are unparked (back in the due index), any
+    waiting for a later retry are made due at ``now``, and the deliverers are woken. The failure
     streak restarts, so a re-enabled endpoint gets the full ``webhook_disable_after``
     before it can be disabled again.
 

@@ -4,7 +4,7 @@ A message is one body for one endpoint. Its body, ``{"type", "timestamp", "data"
 compact JSON, is built once when it is written and sent byte for byte on every attempt,
 under the same ``webhook-id`` (the message ID), so receivers can de-duplicate. Writing
 one also sends ``pg_notify('frontdoor_webhooks', <message id>)`` at commit: a cheap
-wake-up for a relay listening, which still reads the table (the notification carries
+wake-up for a deliverer listening, which still reads the table (the notification carries
 nothing else and may be lost).
 
 States: ``pending`` (waiting for ``next_attempt_at``, or, parked, for its endpoint to

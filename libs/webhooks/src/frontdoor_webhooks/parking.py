@@ -1,8 +1,8 @@
-"""Parking: a disabled endpoint's pending messages are kept out of the relay's due index.
+"""Parking: a disabled endpoint's pending messages are kept out of the due index.
 
 A disabled endpoint's messages wait (nothing is dropped) and keep arriving while it stays
 disabled. Left among the due messages they would be walked, and filtered out, by every
-relay query; so they are *parked* (``webhook_messages.parked``), which the due index
+claim query; so they are *parked* (``webhook_messages.parked``), which the due index
 leaves out. Disabling an endpoint parks its pending messages, a message written for (or
 re-queued to) a disabled endpoint is written parked, and enabling the endpoint unparks
 them all and makes them due at once.
@@ -14,7 +14,7 @@ shared advisory lock on the endpoint (`hold_endpoint`) before reading its state,
 Disabling takes it too; the delivery engine's automatic disabling does not (it writes
 events to other endpoints in the same transaction, which could deadlock): a message
 written during that instant may stay unparked, which costs a row in the due index, never
-a delivery (the relay still checks ``enabled``).
+a delivery (the claim still checks ``enabled``).
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@
 The sessions library (``session_events``: sign-in, sign-out, revocation, blocking) and
 the tenancy library (``outbox_events``: domain verified or suspended) sit beside or below
 the webhooks library and cannot write webhook messages themselves. Each writes its own
-outbox row in the transaction of the change; this forwarder, run by the relay (woken by
+outbox row in the transaction of the change; this forwarder, run in the deliverer (woken by
 ``NOTIFY frontdoor_events``), takes unforwarded rows ``FOR UPDATE SKIP LOCKED``, writes
 one webhook message per subscribed endpoint with the documented payload (the row's
 ``sequence`` added) and marks the rows forwarded, all in one transaction: a row is
-forwarded exactly once, whatever the number of relays or crashes. See
+forwarded exactly once, whatever the number of deliverers or crashes. See
 docs/adr/0003-event-outbox.md.
 """
 
@@ -29,7 +29,7 @@ from frontdoor_webhooks.messages import enqueue_event
 
 __all__ = ["BATCH", "EVENTS_CHANNEL", "EventForwarder", "forward_events"]
 
-_log = structlog.get_logger("frontdoor.relay")
+_log = structlog.get_logger("frontdoor.deliverer")
 BATCH: Final = 100
 EVENTS_CHANNEL: Final = session_events.EVENTS_CHANNEL
 
@@ -94,7 +94,7 @@ async def forward_events(conn: asyncpg.Connection, *, now: datetime | None = Non
 
 
 class EventForwarder:
-    """The forwarding loop, run beside the relay (``python -m frontdoor_dispatcher.relay``).
+    """The forwarding loop, run beside the deliverer (``python -m frontdoor_dispatcher.deliverer``).
 
     ``LISTEN frontdoor_events`` wakes it as soon as an outbox row commits; ``idle_wake``
     seconds is the backstop for a lost notification or a restart. Several may run: the

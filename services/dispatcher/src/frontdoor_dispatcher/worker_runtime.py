@@ -1,47 +1,36 @@
-"""One event loop, pool and Redis client per worker process, made on first use.
+"""One event loop and pool per Celery worker process, made on first use; the delivery fetch policy.
 
-Delivery tasks run often and briefly: opening a pool per task would cost more than the
-delivery. Celery's prefork children each build their own after the fork. The loop runs
-in a background thread of the process, so work started by one task (a delivery waiting
-for a slow receiver) goes on while the process takes its next task: `run` waits for a
-coroutine, `submit` does not.
+Celery runs beat's periodic jobs (sweeps, retention, DNS re-checks, metering, recovery
+jobs); each is a short coroutine run to completion with `run` on the process's own loop,
+in the calling thread (no background thread: deliveries no longer run here, see
+`frontdoor_dispatcher.deliverer`). The loop and pool persist across tasks so a job does
+not open a pool per run; Celery's prefork children each build their own after the fork.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import os
-import threading
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import asyncpg
-import redis.asyncio as aioredis
 from frontdoor_core.db import create_pool
-from frontdoor_core.outbound import OutboundPolicy, SafeFetcher
-from frontdoor_core.redis_client import create_redis
+from frontdoor_core.outbound import OutboundPolicy
 from frontdoor_core.settings import Settings
-from frontdoor_tenancy.credentials import Kek
-from frontdoor_webhooks.delivery_policy import DeliveryPolicy
-from frontdoor_webhooks.sender import SafeSender
 
-__all__ = ["WorkerRuntime", "delivery_outbound_policy", "run"]
+__all__ = ["WorkerRuntime", "delivery_outbound_policy", "run", "runtime"]
 
 T = TypeVar("T")
 
 
 @dataclass
 class WorkerRuntime:
-    """What delivery needs in one worker process."""
+    """What the periodic jobs need in one worker process."""
 
     settings: Settings
     pool: asyncpg.Pool
-    redis: aioredis.Redis
-    sender: SafeSender
-    kek: Kek
-    policy: DeliveryPolicy
 
 
 class _Process:
@@ -52,11 +41,9 @@ class _Process:
     pid: int | None = None
 
 
-def _ensure_loop() -> asyncio.AbstractEventLoop:
+def _loop() -> asyncio.AbstractEventLoop:
     if _Process.loop is None or _Process.pid != os.getpid():
-        loop = asyncio.new_event_loop()
-        threading.Thread(target=loop.run_forever, name="frontdoor-worker-loop", daemon=True).start()
-        _Process.loop = loop
+        _Process.loop = asyncio.new_event_loop()
         _Process.runtime = None
         _Process.pid = os.getpid()
     return _Process.loop
@@ -76,21 +63,13 @@ def delivery_outbound_policy(settings: Settings) -> OutboundPolicy:
 
 
 async def runtime(settings: Settings) -> WorkerRuntime:
-    """The process's runtime (created in the process's loop on first use)."""
+    """The process's runtime (created on its loop on first use)."""
     if _Process.runtime is None:
         pool = await create_pool(settings.database_url, min_size=1, max_size=settings.db_pool_max)
-        fetcher = SafeFetcher(delivery_outbound_policy(settings))
-        _Process.runtime = WorkerRuntime(settings=settings, pool=pool, redis=create_redis(settings.redis_url),
-                                 sender=SafeSender(fetcher), kek=Kek.from_env_value(settings.kek),
-                                 policy=DeliveryPolicy.from_settings(settings))
+        _Process.runtime = WorkerRuntime(settings=settings, pool=pool)
     return _Process.runtime
 
 
-def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-    """Start ``coro`` on this process's persistent loop; its future, not waited for."""
-    return asyncio.run_coroutine_threadsafe(coro, _ensure_loop())
-
-
 def run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion on this process's persistent loop."""
-    return submit(coro).result()
+    """Run ``coro`` to completion on this process's persistent loop, in this thread."""
+    return _loop().run_until_complete(coro)

@@ -21,8 +21,9 @@ from frontdoor_core.logging import get_logger
 from frontdoor_tenancy import issuer_settings
 from frontdoor_tenancy.credentials import Kek
 from frontdoor_tenancy.issuer_settings import HostedConversations
-from frontdoor_webhooks.delivery import RedisThrottle, deliver
+from frontdoor_webhooks.delivery import deliver
 from frontdoor_webhooks.delivery_policy import DeliveryPolicy
+from frontdoor_webhooks.rate_windows import PgThrottle
 from frontdoor_webhooks.sender import SafeSender
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ class ConversationsHub:
         self._kek = kek
         self._sender = sender or SafeSender(fetcher)
         self._policy = DeliveryPolicy.from_settings(ctx.settings)
-        self._throttle = RedisThrottle(ctx.runtime.redis)
+        self._throttle = PgThrottle(ctx.pool)  # one count per endpoint with the deliverers (ADR 0006)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._settings: dict[str, tuple[float, HostedConversations]] = {}
         self.waiters = ConversationWaiters(ctx.runtime.redis)

@@ -6,7 +6,7 @@ this attempt finishing or by the settled channel (another process, or the compan
 report through the ledger API), never by polling. Past the budget the agent gets the
 operation ``in_progress`` with ``Retry-After``; the attempt carries on in the
 background, and if this process dies the delivery lease expires and the dispatcher's
-relay retries the same message.
+deliverer retries the same message.
 
 Re-pricing: when the kind names a re-price endpoint, the confirm first asks it for the
 current terms (a signed ``operation.reprice`` POST); changed terms become a new revision
@@ -32,10 +32,10 @@ from frontdoor_operations import kinds, ledger
 from frontdoor_operations.ledger import Operation
 from frontdoor_operations.perform import perform_message
 from frontdoor_tenancy.credentials import Kek
-from frontdoor_webhooks.delivery import RedisThrottle
 from frontdoor_webhooks.delivery_policy import DeliveryPolicy
 from frontdoor_webhooks.endpoint_secrets import signing_secrets
 from frontdoor_webhooks.endpoints import get_endpoint
+from frontdoor_webhooks.rate_windows import PgThrottle
 from frontdoor_webhooks.sender import SafeSender, SendError
 from frontdoor_webhooks.signing import webhook_headers
 
@@ -76,7 +76,7 @@ class Performer:
         self._sender = sender or SafeSender(self._pooled if self._pooled is not None else fetcher)
         self._policy = DeliveryPolicy.from_settings(ctx.settings)
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._throttle = RedisThrottle(ctx.runtime.redis)
+        self._throttle = PgThrottle(ctx.pool)  # one count per endpoint with the deliverers (ADR 0006)
 
     async def close(self) -> None:
         """Let running attempts finish (bounded by the webhook timeout), then close the connections."""
@@ -91,7 +91,7 @@ class Performer:
             return await perform_message(ctx.pool, ctx.runtime.redis, message_id, sender=self._sender, kek=self._kek,
                                          clock=ctx.runtime.clock, policy=self._policy, tenant_id=tenant_id,
                                          on_settled=self._wake, throttle=self._throttle, settled=settled)
-        except Exception:  # the relay retries; the record is in PostgreSQL
+        except Exception:  # the deliverer retries; the record is in PostgreSQL
             _log.exception("perform_attempt_failed", message_id=message_id)
             return None
 

@@ -1,17 +1,15 @@
-"""The relay and two worker processes' admission, over real PostgreSQL and real loopback sockets:
-a tenant's dead endpoint (every attempt waits for the timeout) does not delay another tenant.
+"""Two deliverers (replicas) over real PostgreSQL and real loopback sockets: a tenant's dead
+endpoint (every attempt waits for the timeout) does not delay another tenant.
 
-What stands in for the Celery worker is exactly what its task runs (`start_attempts` with the
-process's `InFlight`, the real `deliver` over `SafeSender`), for two processes, fed batch by
-batch by the real `Relay` with its production window and batch size. The dead endpoint is a
-socket that reads the request and never answers; the live one answers ``204`` at once.
+Each `Deliverer` runs with its production shares and batch size and the real `deliver` over
+`SafeSender`. The dead endpoint is a socket that reads the request and never answers; the
+live one answers ``204`` at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -21,12 +19,11 @@ import pytest
 from frontdoor_core.ids import new_id
 from frontdoor_core.outbound import OutboundPolicy, SafeFetcher
 from frontdoor_core.runtime import Runtime
-from frontdoor_dispatcher.admission import InFlight, start_attempts
-from frontdoor_dispatcher.relay import Relay
+from frontdoor_dispatcher.deliverer import Deliverer
+from frontdoor_dispatcher.lanes import PER_ENDPOINT
 from frontdoor_tenancy.actor import Actor
 from frontdoor_tenancy.credentials import Kek
 from frontdoor_webhooks import DeliveryPolicy, RetryPolicy, SafeSender, create_endpoint
-from frontdoor_webhooks.delivery import deliver
 from frontdoor_webhooks.messages import enqueue_message
 
 from tests.conftest import unique
@@ -117,31 +114,22 @@ async def _enqueue(runtime: Runtime, tenant_id: str, endpoint_id: str, count: in
                                       purpose="event", now=runtime.clock()) for i in range(count)]
 
 
-async def test_a_dead_endpoints_backlog_does_not_hold_the_relay_window(runtime: Runtime, loopback: Loopback) -> None:
+async def test_a_dead_endpoints_backlog_does_not_delay_another_tenant(runtime: Runtime, loopback: Loopback) -> None:
     kek = Kek.from_env_value(runtime.settings.kek)
     dead_tenant, dead = await _tenant_endpoint(runtime, kek, loopback.dead)
     live_tenant, live = await _tenant_endpoint(runtime, kek, loopback.live)
-    sender = SafeSender(SafeFetcher(OutboundPolicy(allow_http_loopback=True, total_timeout=5.0)))
-    processes = [InFlight(), InFlight()]  # the Celery worker's two prefork processes
-    turn = itertools.cycle(processes)
-
-    async def attempt(message_id: str, _purpose: str) -> None:
-        await deliver(runtime.pool, message_id, sender=sender, kek=kek, clock=runtime.clock, policy=POLICY)
-
-    async def send(batch: list[str]) -> None:  # what one `frontdoor.webhooks.deliver` task does
-        await start_attempts(runtime.pool, batch, next(turn), attempt, clock=runtime.clock,
-                             hand_back_within=POLICY.timeout.total_seconds())
-
-    relay = Relay(runtime.settings.database_url, send)  # production window, share and batch
-    running = asyncio.create_task(relay.run())
+    sender = SafeSender(SafeFetcher(OutboundPolicy(allow_http_loopback=True, total_timeout=5.0)).pooled())
+    replicas = [Deliverer(runtime.settings.database_url, runtime.pool, sender=sender, kek=kek, policy=POLICY,
+                          clock=runtime.clock) for _ in range(2)]
+    tasks = [asyncio.create_task(d.run()) for d in replicas]
     lags: list[float] = []
     try:
         await asyncio.sleep(0.2)  # listening
         await _enqueue(runtime, dead_tenant, dead, 300)
         deadline = time.monotonic() + 10
-        while loopback.dead_requests < 32 and time.monotonic() < deadline:
+        while loopback.dead_requests < 2 * PER_ENDPOINT and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        assert loopback.dead_requests >= 32  # both processes' dead-endpoint slots are taken
+        assert loopback.dead_requests >= 2 * PER_ENDPOINT  # both replicas' dead-endpoint slots are taken
         for _ in range(ROUNDS):
             await asyncio.sleep(0.2)
             t0 = time.monotonic()
@@ -153,17 +141,15 @@ async def test_a_dead_endpoints_backlog_does_not_hold_the_relay_window(runtime: 
             assert ids <= set(loopback.live_ids), (
                 f"{len(ids & set(loopback.live_ids))} of 10 of the other tenant's messages arrived in 20 s, lags {lags}")
     finally:
-        relay.stop()
-        await asyncio.wait_for(running, 5)
         async with runtime.pool.acquire() as conn:  # stop the dead endpoint's retries
             await conn.execute("UPDATE webhook_messages SET state = 'aborted' WHERE endpoint_id = $1"
                                " AND state = 'pending'", dead)
-        for process in processes:
-            for task in process.tasks:
-                task.cancel()
-            await asyncio.gather(*process.tasks, return_exceptions=True)
+        for d in replicas:
+            d.stop()
+        for writer in list(loopback._hanging):  # the dead endpoint's attempts end now
+            writer.close()
+        await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 15)
     print(f"lags {[round(lag, 2) for lag in lags]}, dead requests {loopback.dead_requests}")
-    # Before the relay shared its window between endpoints, the dead endpoint's 128 messages
-    # waiting in the two processes' lines held all of it: the other tenant's messages waited
-    # for its timeouts (measured here with the old relay: lags of 12 to 15 s).
+    # Each replica holds at most its share of the dead endpoint's messages and claims the
+    # other tenant's past it: they never wait for the dead endpoint's timeouts.
     assert max(lags) < POLICY.timeout.total_seconds() / 2, lags

@@ -1,0 +1,138 @@
+"""Claiming due messages in batches: what a deliverer takes on, one lease each.
+
+`claim_due` finds due messages with ``FOR UPDATE SKIP LOCKED`` (deliverers running
+together, and the ledger's fast path, take different rows), lets the caller choose which
+of them it has room for (its per-endpoint and per-tenant shares), and takes the same
+lease `delivery.claim` takes, on exactly those, in the same short transaction. The rows it
+did not choose are only unlocked at the commit: nothing is written for them and they stay
+due. A claimed message is then attempted with `delivery.deliver` (``claimed=``), whose
+settle writes the result only while the lease is still this claim's.
+
+The look-up walks a bounded number of rows of the due index, oldest due first and, when
+the caller has endpoints at their share, newest due first as well: a large backlog of
+one endpoint (a dead one, every attempt of which waits for the timeout) is never walked
+in full to find another tenant's new message behind it, and the query's cost does not
+grow with the backlog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Final, Literal
+
+import asyncpg
+import msgspec
+
+from .delivery import ClaimedMessage
+
+__all__ = ["Candidate", "claim_due", "extend_lease", "release_claims"]
+
+SCAN: Final = 4
+"""Rows of the due index looked at per row wanted (bounded walk)."""
+
+_FIND = """
+WITH c AS (
+  SELECT tenant_id, id FROM webhook_messages
+   WHERE state = 'pending' AND NOT parked AND next_attempt_at <= $1
+     AND (locked_until IS NULL OR locked_until < $1)
+   ORDER BY next_attempt_at {order}
+   LIMIT $3)
+SELECT m.tenant_id, m.id, m.endpoint_id, m.next_attempt_at FROM webhook_messages AS m
+  JOIN c ON c.tenant_id = m.tenant_id AND c.id = m.id
+  JOIN webhook_endpoints AS e ON e.tenant_id = m.tenant_id AND e.id = m.endpoint_id
+ WHERE m.state = 'pending' AND NOT m.parked AND m.next_attempt_at <= $1
+   AND (m.locked_until IS NULL OR m.locked_until < $1) AND e.enabled
+   AND m.endpoint_id <> ALL($4::text[]) AND m.tenant_id <> ALL($5::text[])
+ ORDER BY m.next_attempt_at {order}
+ LIMIT $2
+   FOR UPDATE OF m SKIP LOCKED
+"""
+
+_LEASE = """
+UPDATE webhook_messages AS m
+   SET attempts = m.attempts + 1, locked_until = $1::timestamptz + $2::interval
+  FROM unnest($3::text[], $4::text[]) AS p(tenant_id, id), webhook_endpoints AS e
+ WHERE m.tenant_id = p.tenant_id AND m.id = p.id AND e.tenant_id = m.tenant_id AND e.id = m.endpoint_id
+RETURNING m.id, m.tenant_id, m.endpoint_id, m.event_type, m.body, m.purpose, m.operation_id,
+          m.attempts AS attempt, m.locked_until, e.url, e.rate_limit_per_second, m.next_attempt_at AS due_at
+"""
+
+
+class Candidate(msgspec.Struct, frozen=True):
+    """A due message found and locked, not claimed yet: the caller decides."""
+
+    tenant_id: str
+    id: str
+    endpoint_id: str
+
+
+async def claim_due(conn: asyncpg.Connection, now: datetime, lease: timedelta, *, limit: int,
+                    choose: Callable[[list[Candidate]], list[Candidate]],
+                    exclude_endpoints: Sequence[str] = (), exclude_tenants: Sequence[str] = (),
+                    order: Literal["oldest", "newest"] = "oldest",
+                    ) -> tuple[list[tuple[ClaimedMessage, datetime]], int]:
+    """Claim what ``choose`` keeps of up to ``limit`` due messages; the claims and how many were found.
+
+    Args:
+        now: The claimer's time (due at or before it; the lease runs from it).
+        lease: How long each claim lasts (`DeliveryPolicy.lease`).
+        limit: At most this many rows are found (and at most ``SCAN`` times as many walked).
+        choose: Given the found rows, oldest (or newest) due first, answers those to claim.
+        exclude_endpoints: Endpoints (and ``exclude_tenants``: tenants) whose share the
+            caller holds: their messages are not found.
+        order: ``newest`` walks the due index from its newest end (see the module).
+
+    Each claim comes with the time its message was due (for the lag metric). Messages of
+    disabled endpoints are never found (parked, or their endpoint's ``enabled`` false).
+    """
+    sql = _FIND.format(order="DESC" if order == "newest" else "ASC")
+    async with conn.transaction():
+        rows = await conn.fetch(sql, now, limit, limit * SCAN, list(exclude_endpoints), list(exclude_tenants))
+        found = [Candidate(r["tenant_id"], r["id"], r["endpoint_id"]) for r in rows]
+        chosen = choose(found) if found else []
+        if not chosen:
+            return [], len(found)
+        claimed = await conn.fetch(_LEASE, now, lease, [c.tenant_id for c in chosen], [c.id for c in chosen])
+    by_id = {r["id"]: r for r in claimed}
+    out = []
+    for c in chosen:  # in the order found
+        r = by_id.get(c.id)
+        if r is not None:
+            fields = dict(r)
+            due_at = fields.pop("due_at")
+            out.append((ClaimedMessage(**fields), due_at))
+    return out, len(found)
+
+
+async def extend_lease(conn: asyncpg.Connection, claimed: ClaimedMessage, now: datetime,
+                       lease: timedelta) -> ClaimedMessage | None:
+    """Renew a claim not started yet so a whole attempt fits in it; None when it is no longer ours.
+
+    A claimed message may wait in its deliverer for its endpoint's turn; before it is sent
+    its lease must still cover the attempt's timeout. Compare-and-set on the claim (same
+    attempt number, same lease end): a claim that expired and was taken by another process
+    is never renewed.
+    """
+    until = await conn.fetchval(
+        "UPDATE webhook_messages SET locked_until = $5::timestamptz + $6::interval"
+        " WHERE tenant_id = $1 AND id = $2 AND state = 'pending' AND attempts = $3 AND locked_until = $4"
+        " RETURNING locked_until",
+        claimed.tenant_id, claimed.id, claimed.attempt, claimed.locked_until, now, lease)
+    return None if until is None else msgspec.structs.replace(claimed, locked_until=until)
+
+
+async def release_claims(conn: asyncpg.Connection, claims: Sequence[ClaimedMessage]) -> int:
+    """Hand back claims that were never attempted (a deliverer stopping): no attempt used, due as before.
+
+    Compare-and-set on each claim, so one that meanwhile expired and was taken by another
+    process is left alone. Answers how many were handed back.
+    """
+    status = await conn.execute(
+        "UPDATE webhook_messages AS m SET attempts = m.attempts - 1, locked_until = NULL"
+        " FROM unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[]) AS c(t, i, a, lu)"
+        " WHERE m.tenant_id = c.t AND m.id = c.i AND m.state = 'pending' AND m.attempts = c.a"
+        " AND m.locked_until = c.lu",
+        [c.tenant_id for c in claims], [c.id for c in claims], [c.attempt for c in claims],
+        [c.locked_until for c in claims])
+    return int(status.split()[-1])

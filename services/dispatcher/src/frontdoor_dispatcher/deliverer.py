@@ -1,0 +1,293 @@
+"""The deliverer: one asyncio process per dispatcher replica, PostgreSQL its only queue.
+
+``python -m frontdoor_dispatcher.deliverer`` (settings from the environment) runs:
+
+1. ``LISTEN frontdoor_webhooks``: the transaction that writes a message announces it
+   (``pg_notify`` commits with it), so the deliverer wakes at once; otherwise it sleeps
+   until the next retry is due (at most ``IDLE_WAKE`` seconds: the backstop for a lost
+   notification). Beside it the `EventForwarder` turns the sessions and tenancy outboxes
+   into webhook messages (``LISTEN frontdoor_events``).
+2. Each pass claims due messages straight from PostgreSQL (`claim_due`: ``FOR UPDATE
+   SKIP LOCKED`` and the delivery lease, in one short transaction), as many as its
+   shares have room for (`Lanes`: per endpoint, per tenant, in all), and starts an attempt
+   at each on this loop: the engine's `deliver` (or `perform_message` for a perform
+   message) with the claim already taken, keep-alive connections per endpoint
+   (`SafeFetcher.pooled`), the endpoint's secrets from a short cache (`SecretCache`) and
+   clean ``2xx`` answers recorded in batches (`DeliveredBatch`).
+3. At most ``PER_ENDPOINT`` attempts run to one endpoint at once (a semaphore each); a
+   claim waiting for its endpoint's turn has its lease renewed before it is sent if less
+   than a whole attempt is left of it, so no lease ends while its message is being sent.
+
+Several deliverers (replicas) take different rows; the ledger's fast path claims its
+perform message the same way, so one process sends a given attempt. A deliverer killed
+with SIGKILL loses nothing: its claims' leases end and the messages are claimed again.
+On SIGTERM it stops claiming, lets running attempts end (bounded by the webhook
+timeout) and hands back the claims it had not started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Final
+
+import asyncpg
+import structlog
+from frontdoor_core.clock import Clock, utc_now
+from frontdoor_core.db import create_pool
+from frontdoor_core.settings import Settings
+from frontdoor_operations.perform import perform_message
+from frontdoor_tenancy.credentials import Kek
+from frontdoor_webhooks.claims import claim_due, extend_lease, release_claims
+from frontdoor_webhooks.delivered_batch import DeliveredBatch
+from frontdoor_webhooks.delivery import ClaimedMessage, Throttle, deliver
+from frontdoor_webhooks.delivery_policy import DeliveryPolicy
+from frontdoor_webhooks.messages import NOTIFY_CHANNEL
+from frontdoor_webhooks.rate_windows import PgThrottle
+from frontdoor_webhooks.sender import Sender
+
+from .deliverer_metrics import CLAIM_DELAY, HELD
+from .lanes import Lanes
+from .secret_cache import SecretCache
+
+__all__ = ["BATCH", "IDLE_WAKE", "Deliverer"]
+
+_log = structlog.get_logger("frontdoor.deliverer")
+BATCH: Final = 256
+IDLE_WAKE: Final = 1.0
+TICK: Final = 0.01
+"""Least time between two passes that found less than a full batch: claims come in batches."""
+LEASE_SLACK: Final = timedelta(seconds=1)
+
+
+class Deliverer:
+    """Claims due messages and attempts them until `stop`.
+
+    Args:
+        pool: Connections for attempts (the claims use the listening connection).
+        sender: The transport (`SafeSender` over a pooled `SafeFetcher` in production).
+        redis: Announces perform outcomes on the ledger's settled channel (best effort;
+            None: not announced, a waiting confirm re-reads when its wait ends).
+    """
+
+    def __init__(self, database_url: str, pool: asyncpg.Pool, *, sender: Sender, kek: Kek, policy: DeliveryPolicy,
+                 clock: Clock = utc_now, redis: Any = None, lanes: Lanes | None = None, batch: int = BATCH,
+                 idle_wake: float = IDLE_WAKE, heartbeat: Path | None = None,
+                 throttle: Throttle | None = None) -> None:
+        self._database_url = database_url
+        self._pool = pool
+        self._sender = sender
+        self._kek = kek
+        self._policy = policy
+        self._clock = clock
+        self._redis = redis
+        self.lanes = lanes or Lanes()
+        self._batch = max(batch, 1)
+        self._idle_wake = idle_wake
+        self._heartbeat = heartbeat
+        self._beat_at = 0.0
+        self._throttle = throttle or PgThrottle(pool)
+        self._secrets = SecretCache(kek)
+        self._delivered = DeliveredBatch(pool)
+        self._wake = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._unstarted: list[ClaimedMessage] = []
+        self._news = True
+        self.attempted = 0
+
+    def stop(self) -> None:
+        """Stop claiming; `run` returns once running attempts have ended."""
+        self._stopping.set()
+        self._wake.set()
+
+    def _notified(self, *_: Any) -> None:
+        self._news = True
+        self._wake.set()
+
+    def _beat(self) -> None:
+        """Touch the heartbeat file (at most every 5 s): the container's healthcheck reads its age."""
+        if self._heartbeat is not None and time.monotonic() - self._beat_at > 5.0:
+            self._beat_at = time.monotonic()
+            with contextlib.suppress(OSError):
+                self._heartbeat.touch()
+
+    async def _pass(self, conn: asyncpg.Connection) -> bool:
+        """Claim and start what there is room for; True when a full batch came (more may be due)."""
+        lanes = self.lanes
+        limit = min(lanes.room, self._batch)
+        if limit <= 0:
+            return False
+        now = self._clock()
+        full_endpoints, full_tenants = lanes.full_endpoints(), lanes.full_tenants()
+        claims, found = await claim_due(conn, now, self._policy.lease, limit=limit, choose=lanes.choose,
+                                        exclude_endpoints=full_endpoints, exclude_tenants=full_tenants)
+        if found < limit and (full_endpoints or full_tenants or lanes.full_endpoints()):
+            # A backlog at its share fills the oldest end of the due index: look at the newest too.
+            more, _ = await claim_due(conn, now, self._policy.lease, limit=min(lanes.room, self._batch),
+                                      choose=lanes.choose, exclude_endpoints=lanes.full_endpoints(),
+                                      exclude_tenants=lanes.full_tenants(), order="newest")
+            claims += more
+        for claimed, due_at in claims:
+            self._start(claimed, due_at, now)
+        HELD.set(lanes.held)
+        return found >= limit and len(claims) > 0
+
+    def _start(self, claimed: ClaimedMessage, due_at: datetime, now: datetime) -> None:
+        CLAIM_DELAY.observe(max((now - due_at).total_seconds(), 0.0))
+        task = asyncio.create_task(self._attempt(claimed))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _attempt(self, claimed: ClaimedMessage) -> None:
+        lanes = self.lanes
+        try:
+            async with lanes.gate(claimed.endpoint_id):
+                if self._stopping.is_set():
+                    self._unstarted.append(claimed)
+                    return
+                now = self._clock()
+                if claimed.locked_until - now < self._policy.timeout + LEASE_SLACK:
+                    async with self._pool.acquire() as conn:
+                        renewed = await extend_lease(conn, claimed, now, self._policy.lease)
+                    if renewed is None:
+                        return  # the lease ended and another process took the message
+                    claimed = renewed
+                await self._send(claimed)
+        except Exception as exc:  # the lease ends and the message is claimed again
+            _log.error("webhook_delivery_error", message_id=claimed.id, error=type(exc).__name__)
+        finally:
+            lanes.release(claimed.tenant_id, claimed.endpoint_id)
+            self.attempted += 1
+            self._wake.set()
+
+    async def _send(self, claimed: ClaimedMessage) -> None:
+        if claimed.purpose == "perform":
+            await perform_message(self._pool, self._redis, claimed.id, sender=self._sender, kek=self._kek,
+                                  clock=self._clock, policy=self._policy, throttle=self._throttle, claimed=claimed,
+                                  secrets=self._secrets)
+        else:
+            await deliver(self._pool, claimed.id, sender=self._sender, kek=self._kek, clock=self._clock,
+                          policy=self._policy, throttle=self._throttle, claimed=claimed, secrets=self._secrets,
+                          delivered=self._delivered)
+
+    async def _next_due_in(self, conn: asyncpg.Connection) -> float:
+        seconds = await conn.fetchval(
+            "SELECT extract(epoch FROM (min(next_attempt_at) - now())) FROM webhook_messages"
+            " WHERE state = 'pending' AND NOT parked AND next_attempt_at > now()")
+        return self._idle_wake if seconds is None else max(0.0, min(float(seconds), self._idle_wake))
+
+    async def _loop(self, conn: asyncpg.Connection) -> None:
+        await conn.add_listener(NOTIFY_CHANNEL, self._notified)
+        last = 0.0
+        while not self._stopping.is_set():
+            self._beat()
+            pause = last + TICK - time.monotonic()
+            if pause > 0:
+                await asyncio.sleep(pause)
+            self._wake.clear()
+            self._news = False
+            last = time.monotonic()
+            if await self._pass(conn):
+                last = 0.0  # a full batch: go again at once
+                continue
+            timeout = await self._next_due_in(conn)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+
+    async def run(self) -> None:
+        """Deliver until `stop`; reconnects after a PostgreSQL outage; then drains."""
+        while not self._stopping.is_set():
+            try:
+                conn = await asyncpg.connect(self._database_url)
+            except (OSError, asyncpg.PostgresError):
+                _log.warning("deliverer_db_unavailable")
+                await asyncio.sleep(1.0)
+                continue
+            try:
+                await self._loop(conn)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                _log.warning("deliverer_db_connection_lost")
+                await asyncio.sleep(0.5)
+            finally:
+                if not conn.is_closed():
+                    await conn.close()
+        await self._drain()
+
+    async def _drain(self) -> None:
+        """Let running attempts end (bounded), then hand back the claims never started."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=self._policy.timeout.total_seconds() + 2)
+        for task in list(self._tasks):
+            task.cancel()
+        if self._unstarted:
+            with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                async with self._pool.acquire() as conn:
+                    await release_claims(conn, self._unstarted)
+            self._unstarted.clear()
+
+
+def _tracing(settings: Settings) -> None:
+    """The tracer provider and instrumentations, when an OTLP endpoint is set (else they record nothing)."""
+    if settings.otel_exporter_otlp_endpoint:
+        from frontdoor_core.telemetry import configure_tracing
+
+        configure_tracing("frontdoor-deliverer", otlp_endpoint=settings.otel_exporter_otlp_endpoint)
+
+
+def main(settings: Settings | None = None) -> None:
+    """Run the deliverer (and the event forwarder) in the foreground until SIGTERM or SIGINT."""
+    from frontdoor_core.dev_mode import warn_if_dev_mode
+    from frontdoor_core.logging import configure_logging
+    from frontdoor_core.metrics import metrics_listener
+    from frontdoor_core.outbound import SafeFetcher
+    from frontdoor_core.redis_client import create_redis
+    from frontdoor_webhooks.sender import SafeSender
+
+    from .deliverer_metrics import sample_backlog
+    from .event_forwarder import EventForwarder
+    from .settings import load
+    from .worker_runtime import delivery_outbound_policy
+
+    s = settings or load()
+    configure_logging(level=s.log_level, fmt=s.log_format)
+    warn_if_dev_mode(s, "deliverer", os.environ)
+    _tracing(s)
+
+    async def go() -> None:
+        pool = await create_pool(s.database_url, min_size=2, max_size=s.db_pool_max)
+        fetcher = SafeFetcher(delivery_outbound_policy(s)).pooled(max_connections=32)
+        redis = create_redis(s.redis_url) if s.redis_url else None
+        deliverer = Deliverer(s.database_url, pool, sender=SafeSender(fetcher), kek=Kek.from_env_value(s.kek),
+                              policy=DeliveryPolicy.from_settings(s), redis=redis,
+                              heartbeat=Path(s.data_dir) / "deliverer-heartbeat")
+        forwarder = EventForwarder(s.database_url)  # the sessions and tenancy outboxes -> webhook messages
+
+        def stop() -> None:
+            deliverer.stop()
+            forwarder.stop()
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop)
+        try:
+            async with metrics_listener(s.metrics_port, samplers=[lambda: sample_backlog(pool, utc_now())]):
+                _log.info("deliverer_started")
+                await asyncio.gather(deliverer.run(), forwarder.run())
+                _log.info("deliverer_stopped", attempted=deliverer.attempted, forwarded=forwarder.forwarded)
+        finally:
+            await fetcher.aclose()
+            if redis is not None:
+                await redis.aclose()
+            await pool.close()
+
+    asyncio.run(go())
+
+
+if __name__ == "__main__":
+    main()

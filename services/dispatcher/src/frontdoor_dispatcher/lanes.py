@@ -1,0 +1,90 @@
+"""The deliverer's shares: how much of its capacity one endpoint and one tenant may hold.
+
+A deliverer holds at most ``total`` claimed messages at once (running or waiting for
+their endpoint's turn), at most ``per_tenant`` of one tenant's and at most
+``per_endpoint + per_endpoint_waiting`` of one endpoint's, and runs at most
+``per_endpoint`` attempts to one endpoint at a time (an `asyncio.Semaphore` per endpoint,
+released as each attempt ends). So a dead endpoint (every attempt waits for the timeout)
+or one tenant's burst holds only its share: an endpoint or tenant at its share is left
+out of the next claim, and other tenants' messages are claimed past it. The waiting
+allowance keeps a busy, healthy endpoint's semaphore fed between two claims.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Final
+
+from frontdoor_webhooks.claims import Candidate
+
+__all__ = ["MAX_HELD", "PER_ENDPOINT", "PER_ENDPOINT_WAITING", "PER_TENANT", "Lanes"]
+
+MAX_HELD: Final = 512
+PER_TENANT: Final = 256
+PER_ENDPOINT: Final = 16
+PER_ENDPOINT_WAITING: Final = 48
+
+
+@dataclass
+class Lanes:
+    """One deliverer's held claims and running attempts (touched only from its event loop)."""
+
+    total: int = MAX_HELD
+    per_tenant: int = PER_TENANT
+    per_endpoint: int = PER_ENDPOINT
+    per_endpoint_waiting: int = PER_ENDPOINT_WAITING
+    held: int = 0
+    by_tenant: Counter[str] = field(default_factory=Counter)
+    by_endpoint: Counter[str] = field(default_factory=Counter)
+    _gates: dict[str, asyncio.Semaphore] = field(default_factory=dict)
+
+    @property
+    def room(self) -> int:
+        """How many more claims this deliverer may hold."""
+        return max(self.total - self.held, 0)
+
+    def full_endpoints(self) -> list[str]:
+        """Endpoints at their share (left out of the next claim)."""
+        cap = self.per_endpoint + self.per_endpoint_waiting
+        return [e for e, n in self.by_endpoint.items() if n >= cap]
+
+    def full_tenants(self) -> list[str]:
+        """Tenants at their share."""
+        return [t for t, n in self.by_tenant.items() if n >= self.per_tenant]
+
+    def choose(self, found: list[Candidate]) -> list[Candidate]:
+        """Those of ``found`` there is room for, in order; each chosen one is counted as held."""
+        chosen = []
+        cap = self.per_endpoint + self.per_endpoint_waiting
+        for c in found:
+            if self.held >= self.total:
+                break
+            if self.by_endpoint[c.endpoint_id] >= cap or self.by_tenant[c.tenant_id] >= self.per_tenant:
+                continue
+            self._hold(c.tenant_id, c.endpoint_id)
+            chosen.append(c)
+        return chosen
+
+    def _hold(self, tenant_id: str, endpoint_id: str) -> None:
+        self.held += 1
+        self.by_tenant[tenant_id] += 1
+        self.by_endpoint[endpoint_id] += 1
+        if endpoint_id not in self._gates:
+            self._gates[endpoint_id] = asyncio.Semaphore(self.per_endpoint)
+
+    def release(self, tenant_id: str, endpoint_id: str) -> None:
+        """One held claim is done with (attempted, or dropped unstarted)."""
+        self.held -= 1
+        self.by_tenant[tenant_id] -= 1
+        if self.by_tenant[tenant_id] <= 0:
+            del self.by_tenant[tenant_id]
+        self.by_endpoint[endpoint_id] -= 1
+        if self.by_endpoint[endpoint_id] <= 0:
+            del self.by_endpoint[endpoint_id]
+            self._gates.pop(endpoint_id, None)
+
+    def gate(self, endpoint_id: str) -> asyncio.Semaphore:
+        """The endpoint's semaphore: at most ``per_endpoint`` attempts run at once."""
+        return self._gates[endpoint_id]

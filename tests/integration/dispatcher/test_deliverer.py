@@ -1,0 +1,249 @@
+"""The deliverer over real PostgreSQL: woken by NOTIFY, claims straight from the table,
+two replicas never send one attempt twice, clean answers recorded in batches, a stop hands
+back what it had not started."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from typing import Any
+
+import httpx
+from frontdoor_core.outbound import SafeFetcher
+from frontdoor_core.runtime import Runtime
+from frontdoor_dispatcher.deliverer import Deliverer
+from frontdoor_dispatcher.lanes import Lanes
+from frontdoor_tenancy.credentials import Kek
+from frontdoor_webhooks import DeliveryPolicy, RetryPolicy
+from frontdoor_webhooks.claims import Candidate, claim_due, extend_lease, release_claims
+from frontdoor_webhooks.messages import enqueue_message
+from frontdoor_webhooks.sender import SafeSender
+from litestar.testing import AsyncTestClient
+from standardwebhooks.webhooks import Webhook
+
+from tests.conftest import unique
+from tests.integration.conftest import TenantHandle
+from tests.support.eventually import eventually
+from tests.support.mock_web import MockWeb
+
+POLICY = DeliveryPolicy(
+    retry=RetryPolicy(schedule=(timedelta(0), timedelta(seconds=30)), jitter=0.0, retry_after_max=timedelta(minutes=1)),
+    timeout=timedelta(seconds=3), lease=timedelta(seconds=5), disable_after=timedelta(hours=1))
+
+
+@asynccontextmanager
+async def running(deliverer: Deliverer) -> AsyncIterator[Deliverer]:
+    task = asyncio.create_task(deliverer.run())
+    try:
+        await asyncio.sleep(0.3)  # listening
+        yield deliverer
+    finally:
+        deliverer.stop()
+        await asyncio.wait_for(task, 15)
+
+
+def make(runtime: Runtime, web: MockWeb, kek: Kek, **kw: Any) -> Deliverer:
+    sender = SafeSender(SafeFetcher(transport=web))
+    return Deliverer(runtime.settings.database_url, runtime.pool, sender=sender, kek=kek, policy=POLICY,
+                     clock=runtime.clock, **{"idle_wake": 30.0, **kw})
+
+
+async def endpoint(console: AsyncTestClient[Any], tenant: TenantHandle, web: MockWeb,
+                   seen: list[str], status: int = 204) -> str:
+    hook = f"https://{unique('deliverer-')}.example/hook"
+    r = await console.post("/api/v1/webhook-endpoints", json={"url": hook}, headers=tenant.auth)
+    assert r.status_code == 201, r.text
+    secret = r.json()["secret"]
+
+    async def receive(request: httpx.Request) -> httpx.Response:
+        Webhook(secret).verify(request.content, dict(request.headers))
+        seen.append(request.headers["webhook-id"])
+        return httpx.Response(status)
+
+    web.handle(hook, receive)
+    return str(r.json()["endpoint"]["id"])
+
+
+async def enqueue(runtime: Runtime, tenant_id: str, endpoint_id: str, count: int,
+                  ago: timedelta = timedelta(0)) -> list[str]:
+    async with runtime.pool.acquire() as conn, conn.transaction():
+        return [await enqueue_message(conn, tenant_id, endpoint_id, "operation.succeeded", {"n": i},
+                                      purpose="event", now=runtime.clock() - ago) for i in range(count)]
+
+
+async def test_wakes_on_notify_and_every_message_arrives_once_recorded_in_batches(
+        console: AsyncTestClient[Any], tenant: TenantHandle, runtime: Runtime, web: MockWeb, kek_value: str) -> None:
+    seen: list[str] = []
+    ep = await endpoint(console, tenant, web, seen)
+    deliverer = make(runtime, web, Kek.from_env_value(kek_value))
+    async with running(deliverer):
+        ids = await enqueue(runtime, tenant.id, ep, 40)
+
+        # idle_wake is 30 s: only the NOTIFY can wake the deliverer this fast.
+        async def all_delivered() -> None:
+            assert sorted(seen) == sorted(ids)
+            async with runtime.pool.acquire() as conn:
+                states = await conn.fetch("SELECT state, attempts, locked_until FROM webhook_messages"
+                                          " WHERE id = ANY($1)", ids)
+            assert [(s["state"], s["attempts"], s["locked_until"]) for s in states] == [("delivered", 1, None)] * 40
+
+        await eventually(all_delivered, timeout=10.0)
+    assert len(seen) == len(set(seen)) == 40
+    assert deliverer._delivered.batches < 40  # several attempts per transaction
+    async with runtime.pool.acquire() as conn:
+        rows = await conn.fetch("SELECT tenant_id, response_status, error_class, request_headers FROM webhook_attempts"
+                                " WHERE message_id = ANY($1)", ids)
+    assert len(rows) == 40
+    assert {(r["tenant_id"], r["response_status"], r["error_class"]) for r in rows} == {(tenant.id, 204, None)}
+    assert all(r["request_headers"]["webhook-signature"] == "[redacted]" for r in rows)
+
+
+async def test_a_failed_answer_is_settled_one_by_one_on_the_retry_schedule(
+        console: AsyncTestClient[Any], tenant: TenantHandle, runtime: Runtime, web: MockWeb, kek_value: str) -> None:
+    seen: list[str] = []
+    ep = await endpoint(console, tenant, web, seen, status=500)
+    async with running(make(runtime, web, Kek.from_env_value(kek_value))):
+        [mid] = await enqueue(runtime, tenant.id, ep, 1)
+
+        async def retried() -> None:
+            async with runtime.pool.acquire() as conn:
+                row = await conn.fetchrow("SELECT state, attempts, next_attempt_at, last_status FROM webhook_messages"
+                                          " WHERE id = $1", mid)
+            assert row["state"] == "pending" and row["attempts"] == 1 and row["last_status"] == 500
+            assert row["next_attempt_at"] > runtime.clock() + timedelta(seconds=20)  # the schedule's 30 s
+
+        await eventually(retried, timeout=10.0)
+    assert seen == [mid]
+
+
+async def test_two_replicas_never_send_one_attempt_twice(
+        console: AsyncTestClient[Any], tenant: TenantHandle, runtime: Runtime, web: MockWeb, kek_value: str) -> None:
+    seen: list[str] = []
+    ep = await endpoint(console, tenant, web, seen)
+    kek = Kek.from_env_value(kek_value)
+    a, b = make(runtime, web, kek, batch=16), make(runtime, web, kek, batch=16)
+    async with running(a), running(b):
+        ids = await enqueue(runtime, tenant.id, ep, 300)
+
+        async def all_arrived() -> None:
+            assert len(set(seen)) == 300
+
+        await eventually(all_arrived, timeout=30.0)
+    assert sorted(seen) == sorted(ids)  # each exactly once
+    assert a.attempted > 0 and b.attempted > 0  # both replicas took part
+    assert a.attempted + b.attempted == 300
+
+
+async def test_a_deliverer_holds_only_its_share_of_one_endpoint(
+        console: AsyncTestClient[Any], tenant: TenantHandle, runtime: Runtime, web: MockWeb, kek_value: str) -> None:
+    seen: list[str] = []
+    ep = await endpoint(console, tenant, web, seen)
+    await enqueue(runtime, tenant.id, ep, 50)
+    lanes = Lanes(per_endpoint=2, per_endpoint_waiting=3)
+
+    def choose(found: list[Candidate]) -> list[Candidate]:  # this test's messages only (the database is shared)
+        return lanes.choose([c for c in found if c.endpoint_id == ep])
+
+    async with runtime.pool.acquire() as conn:
+        claims, found = await claim_due(conn, runtime.clock(), POLICY.lease, limit=50, choose=choose)
+    assert found >= 5 and len(claims) == 5 and lanes.full_endpoints() == [ep]
+    async with runtime.pool.acquire() as conn:  # the endpoint at its share is left out of the next claim
+        again, _ = await claim_due(conn, runtime.clock(), POLICY.lease, limit=50, choose=choose,
+                                   exclude_endpoints=lanes.full_endpoints())
+        assert again == []
+        # what was found but not chosen was not claimed: no attempt used, no lease
+        leased = await conn.fetchval("SELECT count(*) FROM webhook_messages WHERE endpoint_id = $1"
+                                     " AND locked_until IS NOT NULL", ep)
+        assert leased == 5
+        assert await release_claims(conn, [c for c, _ in claims]) == 5
+        assert await conn.fetchval("SELECT sum(attempts) FROM webhook_messages WHERE endpoint_id = $1", ep) == 0
+        await conn.execute("UPDATE webhook_messages SET state = 'aborted' WHERE endpoint_id = $1", ep)
+
+
+async def test_a_lease_is_renewed_only_while_the_claim_is_still_ours(
+        console: AsyncTestClient[Any], tenant: TenantHandle, runtime: Runtime, web: MockWeb) -> None:
+    seen: list[str] = []
+    ep = await endpoint(console, tenant, web, seen)
+    await enqueue(runtime, tenant.id, ep, 1)
+    now = runtime.clock()
+
+    def mine(found: list[Candidate]) -> list[Candidate]:
+        return [c for c in found if c.endpoint_id == ep]
+
+    async with runtime.pool.acquire() as conn:
+        [(claimed, _)], _ = await claim_due(conn, now, POLICY.lease, limit=100, choose=mine)
+        renewed = await extend_lease(conn, claimed, now + timedelta(seconds=3), POLICY.lease)
+        assert renewed is not None and renewed.locked_until == now + timedelta(seconds=8)
+        # the old lease end is no longer the claim's: a stale holder cannot renew it
+        assert await extend_lease(conn, claimed, now + timedelta(seconds=4), POLICY.lease) is None
+        # after the lease ended another process claims the message (attempt 2): the first cannot renew
+        [(second, _)], _ = await claim_due(conn, now + timedelta(seconds=9), POLICY.lease, limit=100, choose=mine)
+        assert second.attempt == 2
+        assert await extend_lease(conn, renewed, now + timedelta(seconds=9), POLICY.lease) is None
+        await conn.execute("UPDATE webhook_messages SET state = 'aborted' WHERE endpoint_id = $1", ep)
+
+
+async def test_a_second_tenants_claim_is_not_stopped_by_the_first_tenants_share(
+        console: AsyncTestClient[Any], runtime: Runtime, web: MockWeb) -> None:
+    from tests.integration.conftest import sign_up
+
+    first, second = await sign_up(console), await sign_up(console)
+    seen: list[str] = []
+    ep1 = await endpoint(console, first, web, seen)
+    ep2 = await endpoint(console, second, web, seen)
+    await enqueue(runtime, first.id, ep1, 40, ago=timedelta(seconds=2))  # due before the other tenant's
+    [other] = await enqueue(runtime, second.id, ep2, 1)
+    lanes = Lanes(per_tenant=4)
+
+    def choose(found: list[Candidate]) -> list[Candidate]:  # these tenants' messages only (the database is shared)
+        return lanes.choose([c for c in found if c.tenant_id in (first.id, second.id)])
+
+    async with runtime.pool.acquire() as conn:
+        claims, _ = await claim_due(conn, runtime.clock(), POLICY.lease, limit=100, choose=choose)
+        # the first tenant's backlog up to its share, and the second tenant's message past it
+        assert sum(c.tenant_id == first.id for c, _ in claims) == 4 and lanes.full_tenants() == [first.id]
+        assert [c.id for c, _ in claims if c.tenant_id == second.id] == [other]
+        await release_claims(conn, [c for c, _ in claims if c.tenant_id == second.id])
+        lanes.release(second.id, ep2)
+        more, _ = await claim_due(conn, runtime.clock(), POLICY.lease, limit=100, choose=choose,
+                                  exclude_tenants=lanes.full_tenants(), order="newest")
+        assert [c.id for c, _ in more] == [other] and more[0][0].tenant_id == second.id
+        await conn.execute("UPDATE webhook_messages SET state = 'aborted' WHERE endpoint_id = ANY($1)", [ep1, ep2])
+
+
+async def test_stopping_hands_back_claims_it_had_not_started(
+        console: AsyncTestClient[Any], tenant: TenantHandle, runtime: Runtime, web: MockWeb, kek_value: str) -> None:
+    hook = f"https://{unique('slow-')}.example/hook"
+    r = await console.post("/api/v1/webhook-endpoints", json={"url": hook}, headers=tenant.auth)
+    ep = r.json()["endpoint"]["id"]
+    release = asyncio.Event()
+    started: list[str] = []
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        started.append(request.headers["webhook-id"])
+        await asyncio.wait_for(release.wait(), 2.5)  # inside the 3 s timeout
+        return httpx.Response(204)
+
+    web.handle(hook, slow)
+    deliverer = make(runtime, web, Kek.from_env_value(kek_value), lanes=Lanes(per_endpoint=2, per_endpoint_waiting=6))
+    task = asyncio.create_task(deliverer.run())
+    await asyncio.sleep(0.3)  # listening
+    ids = await enqueue(runtime, tenant.id, ep, 8)
+
+    async def two_running() -> None:
+        assert len(started) == 2 and deliverer.lanes.by_endpoint[ep] == 8
+
+    await eventually(two_running, timeout=10.0)
+    deliverer.stop()
+    release.set()
+    await asyncio.wait_for(task, 15)
+    async with runtime.pool.acquire() as conn:
+        rows = await conn.fetch("SELECT id, state, attempts, locked_until FROM webhook_messages WHERE id = ANY($1)",
+                                ids)
+    done = {r["id"] for r in rows if r["state"] == "delivered"}
+    assert done == set(started)
+    handed_back = [r for r in rows if r["id"] not in done]
+    assert handed_back and all(r["state"] == "pending" and r["attempts"] == 0 and r["locked_until"] is None
+                               for r in handed_back)
