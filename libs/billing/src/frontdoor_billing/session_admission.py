@@ -65,10 +65,6 @@ class SessionAdmission:
         if standing.sessions_refused:
             raise SessionsSuspended(retry_after=self._retry_after)
 
-    def forget(self, tenant_id: str) -> None:
-        """Drop the cached account (the next check reads it again)."""
-        self._accounts.pop(tenant_id)
-
     async def _account(self, tenant_id: str, now: float) -> BillingAccount | None:
         hit = self._accounts.get(tenant_id)
         if hit is not None and now - hit[0] < self._ttl:
