@@ -337,3 +337,19 @@ def test_a_profile_needs_what_it_reads() -> None:
                             skew=0)
     with pytest.raises(ValueError):
         request_binding("GET", "not a url")
+
+
+def test_a_crit_header_is_its_own_kind_and_folds_to_malformed() -> None:
+    token = sign({**HEADER, "crit": ["exp"]}, _claims(), KEY)
+    assert _refusal(token).kind is K.CRITICAL_HEADER
+
+
+def test_a_client_assertion_with_crit_is_refused_with_its_code() -> None:
+    from frontdoor_protocol import ErrorCode, ProtocolError
+    from frontdoor_protocol.jwt_assertion import verify_jwt_assertion
+
+    token = sign({**HEADER, "typ": "jwt", "crit": ["exp"]}, _claims(), KEY)
+    with pytest.raises(ProtocolError) as raised:
+        verify_jwt_assertion(token, code=ErrorCode.INVALID_CLIENT, name="client assertion", expected_iss=ISS,
+                             audience=AUD, subject_ok=lambda _: True, keys=KEYS, now=NOW)
+    assert raised.value.description == "client assertion is not a compact JWS"

@@ -78,6 +78,7 @@ class VerifiedAssertion(msgspec.Struct, frozen=True, kw_only=True):
 
 _DESCRIPTIONS: Final[Mapping[JWTRefusalKind, str]] = {
     JWTRefusalKind.MALFORMED: "is not a compact JWS",
+    JWTRefusalKind.CRITICAL_HEADER: "is not a compact JWS",
     JWTRefusalKind.WRONG_TYPE: "typ is not accepted",
     JWTRefusalKind.ALGORITHM_NOT_ACCEPTED: "alg is not accepted",
     JWTRefusalKind.EMBEDDED_KEY: "must not carry or reference a key",
@@ -127,7 +128,7 @@ def _error(refused: JWTRefusal, code: ErrorCode, name: str) -> ProtocolError:
         return refusal(code, KeyProblem.UNKNOWN_KID, name)
     if refused.claim is not None:
         return ProtocolError(code, f"{name} {_CLAIM_DESCRIPTIONS.get(refused.claim, 'claims are not accepted')}")
-    return ProtocolError(code, f"{name} {_DESCRIPTIONS[refused.kind]}")
+    return ProtocolError(code, f"{name} {_DESCRIPTIONS.get(refused.kind, 'is not accepted')}")
 
 
 def verify_jwt_assertion(

@@ -252,13 +252,14 @@ def read_profiled_jws(token: object, profile: JWTProfile, *, max_length: int | N
         max_length: A longer limit than :func:`parse_compact_jws`'s default, if any.
 
     Raises:
-        JWTRefusal: ``malformed``, ``wrong_type``, ``algorithm_not_accepted``,
+        JWTRefusal: ``malformed``, ``critical_header``, ``wrong_type``, ``algorithm_not_accepted``,
             ``embedded_key``, ``malformed_kid`` or ``missing_kid``.
     """
     try:
         jws = parse_compact_jws(token) if max_length is None else parse_compact_jws(token, max_length=max_length)
-    except MalformedJWS:
-        raise JWTRefusal(JWTRefusalKind.MALFORMED) from None
+    except MalformedJWS as error:
+        critical = error.reason == "critical_header"
+        raise JWTRefusal(JWTRefusalKind.CRITICAL_HEADER if critical else JWTRefusalKind.MALFORMED) from None
     header = jws.header
     typ_checked = "typ" in header or not profile.typ_optional
     typ = header.get("typ") if profile.typ_exact else media_type(header.get("typ"))

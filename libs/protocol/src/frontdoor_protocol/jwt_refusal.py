@@ -19,6 +19,8 @@ class JWTRefusalKind(StrEnum):
 
     MALFORMED = "malformed"
     """Not a compact JWS this library accepts."""
+    CRITICAL_HEADER = "critical_header"
+    """The header has ``crit``: no extension is understood (RFC 7515 §4.1.11)."""
     WRONG_TYPE = "wrong_type"
     ALGORITHM_NOT_ACCEPTED = "algorithm_not_accepted"
     EMBEDDED_KEY = "embedded_key"
@@ -79,6 +81,7 @@ class JWTRefusal(ValueError):
 _R = TypeVar("_R", bound=StrEnum)
 
 _FOLDED: Final[Mapping[JWTRefusalKind, JWTRefusalKind]] = {
+    JWTRefusalKind.CRITICAL_HEADER: JWTRefusalKind.MALFORMED,
     JWTRefusalKind.MALFORMED_KID: JWTRefusalKind.MALFORMED,
     JWTRefusalKind.MISSING_KID: JWTRefusalKind.MALFORMED,
     JWTRefusalKind.MALFORMED_CLAIMS: JWTRefusalKind.MALFORMED,
@@ -100,8 +103,8 @@ _FOLDED: Final[Mapping[JWTRefusalKind, JWTRefusalKind]] = {
 def reason_table(reasons: type[_R]) -> Mapping[JWTRefusalKind, _R]:
     """Each refusal kind as a message type's public reason of the same value.
 
-    A kind the type has no reason for is folded into a coarser one (a malformed or
-    missing ``kid`` is ``malformed``, a refused ``jwk`` header ``embedded_key``, an
+    A kind the type has no reason for is folded into a coarser one (a ``crit`` header,
+    a malformed or missing ``kid`` is ``malformed``, a refused ``jwk`` header ``embedded_key``, an
     ambiguous or unbound key ``bad_signature``, an ``aud`` array ``wrong_audience``, a
     future ``iat`` ``not_yet_valid``, a stale one ``expired``, a forbidden or mismatched
     claim ``invalid_claim``), so existing reason enums stay as they are.
