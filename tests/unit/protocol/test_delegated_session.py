@@ -430,3 +430,27 @@ def test_adr_0004_s3_4_delegation_claim_refusals(agent: Agent, claims: dict[str,
     """[S §3], RFC 7800 §3.2: cnf.jwk a public P-256 key; numeric iat/exp; iss the client."""
     value = agent.session(delegation=agent.delegation(**claims))
     refused(lambda: agent.verify(value), description)
+
+
+@pytest.mark.parametrize(("header", "claims", "description"), [
+    ({"kid": None}, {}, "the Session JWT has no kid"),
+    ({"typ": "POPPY-SESSION+JWT"}, {}, "the Session JWT typ is not poppy-session+jwt"),  # typ compared exactly
+    ({}, {"aud": [ISSUER]}, "the Session JWT aud is not this company"),  # one string, never an array
+    ({}, {"aud": None}, "the Session JWT aud is not this company"),
+    ({}, {"sub": None}, "the Session JWT sid or sub is malformed"),
+    ({}, {"iat": NOW + 61}, "the Session JWT iat is outside the acceptance window"),
+    ({}, {"iat": NOW - 61}, "the Session JWT iat is outside the acceptance window"),
+    ({}, {"iat": None}, "the Session JWT iat is outside the acceptance window"),
+    ({}, {"exp": "later"}, "the Session JWT has expired"),
+    ({}, {"htu": URL + "?q=1"}, "the Session JWT htu does not match the request"),
+    ({}, {"htm": None}, "the Session JWT htm does not match the request"),
+])
+def test_adr_0004_s3_6_session_jwt_refusals(
+    agent: Agent, header: dict[str, Any], claims: dict[str, Any], description: str
+) -> None:
+    """ADR 0004 §3 steps 2 and 6, [S §3], [Q2], [Q14]: each failed check keeps its words."""
+    value = agent.session(header=header, **claims)
+    if "kid" in header or "typ" in header:
+        refused(lambda: parse_poppy_session(value), description, leaked=value)
+    else:
+        refused(lambda: agent.verify(value), description, leaked=value)

@@ -19,6 +19,12 @@ description (answered 400 with no challenge, nothing echoed [S §4]):
    ``exp``, if present, not passed; ``jti`` 1-256 characters.
 7. ``ath`` present exactly when an access token is sent, equal to its SHA-256 [S §3].
 
+Steps 2, 5 (the signature), 6 and 7 are a :mod:`frontdoor_protocol.jwt_profile` profile:
+the header step, the one delegated key, then ``iss``, ``aud``, an optional ``exp`` (no
+skew), ``iat`` in the window, ``jti``, ``sid``/``sub`` and the request and ``ath``
+bindings of :mod:`frontdoor_protocol.jwt_binding` (in that order); ``agent_id`` last.
+Every description is unchanged, one table from refusal kind (and claim) to words.
+
 Replay of ``jti`` and the Session's state are the caller's (they need storage). So is the
 optional :class:`~frontdoor_protocol.delegation.DelegationCache` passed as ``delegations``:
 it skips re-parsing and re-verifying a delegation seen before, while every check of steps
@@ -27,23 +33,35 @@ it skips re-parsing and re-verifying a delegation seen before, while every check
 
 from __future__ import annotations
 
-import hmac
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any, Final
 
 import msgspec
 from joserfc.jwk import ECKey, KeySet
 
-from frontdoor_protocol.compact_jws import CompactJWS, MalformedJWS, parse_compact_jws, sign_compact_jws
+from frontdoor_protocol.compact_jws import CompactJWS, MalformedJWS, sign_compact_jws
 from frontdoor_protocol.delegation import DelegationCache, parse_delegation, verify_delegation
-from frontdoor_protocol.dpop_proof import access_token_hash
 from frontdoor_protocol.errors import ErrorCode, ProtocolError
 from frontdoor_protocol.http_target_uri import htu_normalize
 from frontdoor_protocol.https_url import https_url_problem, is_loopback_http_url
 from frontdoor_protocol.jwk_thumbprint import jwk_thumbprint
-from frontdoor_protocol.jws_verification import EMBEDDED_KEY_HEADERS, signature_verifies
-from frontdoor_protocol.jwt_claims import MAX_JTI_LENGTH, numeric_date
+from frontdoor_protocol.jwt_binding import (
+    access_token_binding,
+    access_token_hash,
+    constant_time_equal,
+    request_binding,
+)
+from frontdoor_protocol.jwt_claims import MAX_JTI_LENGTH
+from frontdoor_protocol.jwt_profile import (
+    ClaimRule,
+    JWTProfile,
+    check_profiled_claims,
+    check_profiled_signature,
+    read_profiled_jws,
+)
+from frontdoor_protocol.jwt_refusal import JWTRefusal, JWTRefusalKind
 from frontdoor_protocol.resource_request import RequestHeaders, header_values
 
 __all__ = [
@@ -73,7 +91,7 @@ SESSION_JWT_ALGORITHM: Final = "ES256"
 _INVALID = ErrorCode.INVALID_SESSION
 _SESSION_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,256}")
 _AGENT_ID: Final = re.compile(r"[\x20-\x7e]{1,256}")
-_REFUSED_HEADERS: Final = EMBEDDED_KEY_HEADERS | {"crit"}
+_K = JWTRefusalKind
 
 
 def _refuse(description: str) -> ProtocolError:
@@ -83,6 +101,75 @@ def _refuse(description: str) -> ProtocolError:
 def is_session_id(value: object) -> bool:
     """Whether ``value`` has the 1.0 ID syntax of ``sid`` and ``sub``: 1-256 base64url characters [Q14]."""
     return isinstance(value, str) and _SESSION_ID.fullmatch(value) is not None
+
+
+def _is_session_jti(value: object) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= MAX_JTI_LENGTH
+
+
+@lru_cache(maxsize=8)
+def _profile(max_age: int) -> JWTProfile:
+    """[S §3] as a profile; ``iat`` within ``±max_age``, ``exp`` optional and unskewed."""
+    return JWTProfile(
+        types=frozenset({SESSION_JWT_TYPE}),
+        typ_exact=True,
+        algorithms=frozenset({SESSION_JWT_ALGORITHM}),
+        kid_required=True,
+        exp_required=False,
+        max_lifetime=None,
+        iat_window=(max_age, max_age),
+        required=(ClaimRule("sid", is_session_id), ClaimRule("sub", is_session_id)),
+        jti_valid=_is_session_jti,
+    )
+
+
+_HEADER_PROFILE: Final = _profile(DEFAULT_SESSION_MAX_AGE)
+_DESCRIPTIONS: Final[Mapping[JWTRefusalKind, str]] = {
+    _K.MALFORMED: "is not a compact JWS",
+    _K.CRITICAL_HEADER: "header must not carry a key or crit",
+    _K.WRONG_TYPE: "typ is not poppy-session+jwt",
+    _K.ALGORITHM_NOT_ACCEPTED: "alg is not ES256",
+    _K.EMBEDDED_KEY: "header must not carry a key or crit",
+    _K.MISSING_KID: "has no kid",
+    _K.MALFORMED_KID: "has no kid",
+    _K.KEY_DOES_NOT_FIT: "signature is invalid",
+    _K.BAD_SIGNATURE: "signature is invalid",
+    _K.MALFORMED_CLAIMS: "claims are not a JSON object",
+    _K.WRONG_ISSUER: "iss is not the client",
+    _K.WRONG_AUDIENCE: "aud is not this company",
+    _K.AUDIENCE_NOT_ONE_STRING: "aud is not this company",
+    _K.EXPIRED: "has expired",
+    _K.ISSUED_IN_FUTURE: "iat is outside the acceptance window",
+    _K.ISSUED_TOO_LONG_AGO: "iat is outside the acceptance window",
+    _K.NOT_YET_VALID: "is not valid yet",
+}
+"""What each refused check says after "the Session JWT" (stable descriptions)."""
+_CLAIM_DESCRIPTIONS: Final[Mapping[tuple[JWTRefusalKind | None, str], str]] = {
+    (None, "iss"): "iss is missing",
+    (None, "aud"): "aud is not this company",
+    (None, "sid"): "sid or sub is malformed",
+    (None, "sub"): "sid or sub is malformed",
+    (None, "htm"): "htm does not match the request",
+    (None, "htu"): "htu does not match the request",
+    (None, "iat"): "iat is outside the acceptance window",
+    (None, "exp"): "has expired",
+    (None, "nbf"): "is not valid yet",
+    (None, "jti"): "jti is missing",
+    (_K.FORBIDDEN_CLAIM, "ath"): "has ath but no access token was sent",
+    (_K.MISSING_CLAIM, "ath"): "has no ath for the access token",
+    (None, "ath"): "ath does not match the access token",
+}
+"""A claim problem by (kind, claim), or by claim alone for any kind."""
+
+
+def _error(refused: JWTRefusal) -> ProtocolError:
+    if refused.claim is None:
+        words = _DESCRIPTIONS.get(refused.kind, "is not accepted")
+    else:
+        words = _CLAIM_DESCRIPTIONS.get((refused.kind, refused.claim)) or _CLAIM_DESCRIPTIONS.get(
+            (None, refused.claim), "claims are not accepted"
+        )
+    return _refuse(f"the Session JWT {words}")
 
 
 class SessionHeader(msgspec.Struct, frozen=True, kw_only=True):
@@ -181,20 +268,10 @@ def parse_poppy_session(
         ProtocolError: ``invalid_session``.
     """
     try:
-        jws = parse_compact_jws(value, max_length=MAX_SESSION_HEADER_LENGTH)
-    except MalformedJWS as error:
-        if error.reason == "critical_header":
-            raise _refuse("the Session JWT header must not carry a key or crit") from None
-        raise _refuse("the Session JWT is not a compact JWS") from None
+        jws = read_profiled_jws(value, _HEADER_PROFILE, max_length=MAX_SESSION_HEADER_LENGTH)
+    except JWTRefusal as refused:
+        raise _error(refused) from None
     header = jws.header
-    if header.get("typ") != SESSION_JWT_TYPE:
-        raise _refuse("the Session JWT typ is not poppy-session+jwt")
-    if jws.alg != SESSION_JWT_ALGORITHM:
-        raise _refuse("the Session JWT alg is not ES256")
-    if not _REFUSED_HEADERS.isdisjoint(header):
-        raise _refuse("the Session JWT header must not carry a key or crit")
-    if not isinstance(header.get("kid"), str):
-        raise _refuse("the Session JWT has no kid")
     if not isinstance(header.get("poppy_dlg"), str):
         raise _refuse("the Session JWT has no delegation")
     token = header["poppy_dlg"]
@@ -212,36 +289,6 @@ def parse_poppy_session(
         client_id=client_id,
         delegation_kid=str(delegation.header["kid"]),
     )
-
-
-def _same(received: str, expected: str) -> bool:
-    return hmac.compare_digest(received.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass"))
-
-
-def _check_request_binding(claims: Mapping[str, Any], *, method: str, url: str) -> None:
-    if claims.get("htm") != method:
-        raise _refuse("the Session JWT htm does not match the request")
-    htu = claims.get("htu")
-    if not isinstance(htu, str) or "?" in htu or "#" in htu:
-        raise _refuse("the Session JWT htu does not match the request")
-    try:
-        matches = htu_normalize(htu) == htu_normalize(url)
-    except ValueError:
-        matches = False
-    if not matches:
-        raise _refuse("the Session JWT htu does not match the request")
-
-
-def _check_ath(claims: Mapping[str, Any], access_token: str | None) -> None:
-    ath = claims.get("ath")
-    if access_token is None:
-        if "ath" in claims:
-            raise _refuse("the Session JWT has ath but no access token was sent")
-        return
-    if ath is None:
-        raise _refuse("the Session JWT has no ath for the access token")
-    if not isinstance(ath, str) or not access_token.isascii() or not _same(ath, access_token_hash(access_token)):
-        raise _refuse("the Session JWT ath does not match the access token")
 
 
 def verify_poppy_session(
@@ -290,33 +337,23 @@ def verify_poppy_session(
         delegation = delegations.verify(header.delegation_token, header.delegation, client_id=client_id,
                                         identity_keys=identity_keys, now=now)
     jws = header.jws
-    if not _same(str(jws.header["kid"]), delegation.jkt):
+    if not constant_time_equal(str(jws.header["kid"]), delegation.jkt):
         raise _refuse("the Session JWT kid is not the delegated key thumbprint")
-    if not signature_verifies(jws, delegation.key):
-        raise _refuse("the Session JWT signature is invalid")
-    claims = header.claims
-    aud = claims.get("aud")
-    if not isinstance(aud, str) or not _same(aud, audience):
-        raise _refuse("the Session JWT aud is not this company")
-    sid, sub = claims.get("sid"), claims.get("sub")
-    if not is_session_id(sid) or not is_session_id(sub):
-        raise _refuse("the Session JWT sid or sub is malformed")
+    profile = _profile(max_age)
+    bindings = (request_binding(method, url), access_token_binding(access_token))
+    try:
+        check_profiled_signature(jws, profile, delegation.key)
+        verified = check_profiled_claims(
+            jws, profile, issuer=client_id, audience=audience, now=now, skew=0, key=delegation.key, bindings=bindings
+        )
+    except JWTRefusal as refused:
+        raise _error(refused) from None
+    claims = verified.claims
     agent_id = claims.get("agent_id")
     if agent_id is not None and (not isinstance(agent_id, str) or _AGENT_ID.fullmatch(agent_id) is None):
         raise _refuse("the Session JWT agent_id is malformed")
-    _check_request_binding(claims, method=method, url=url)
-    iat = numeric_date(claims.get("iat"))
-    if iat is None or not now - max_age <= iat <= now + max_age:
-        raise _refuse("the Session JWT iat is outside the acceptance window")
-    exp = None
-    if "exp" in claims:
-        exp = numeric_date(claims.get("exp"), round_up=True)
-        if exp is None or now >= exp:
-            raise _refuse("the Session JWT has expired")
-    jti = claims.get("jti")
-    if not isinstance(jti, str) or not 0 < len(jti) <= MAX_JTI_LENGTH:
-        raise _refuse("the Session JWT jti is missing")
-    _check_ath(claims, access_token)
+    sid, sub, jti, iat = claims["sid"], claims["sub"], verified.jti, verified.iat
+    exp = verified.exp if "exp" in claims else None
     return DelegatedSession(
         client_id=client_id,
         sub=str(sub),
