@@ -175,7 +175,8 @@ async def test_the_issuer_endpoint_needs_the_tenants_credential(stage: Stage, co
     await stage.connect(stage.agent(), "acct_ada")
     url = f"/{t.slug}/accounts/acct_ada/agents"
     r = await issuer.get(url)
-    assert r.status_code == 401 and r.json()["error"] == "invalid_client"
+    assert r.status_code == 401 and r.json()["code"] == "invalid_client"  # RFC 9457 problem details
+    assert r.headers["content-type"].startswith("application/problem+json")
     assert r.headers["www-authenticate"].startswith("Bearer") and r.headers["cache-control"] == "no-store"
     other = await console.post("/api/v1/resource-credentials", json={"name": "x"}, headers=other_tenant.auth)
     r = await issuer.get(url, headers={"Authorization": f"Bearer {other.json()['secret']}"})

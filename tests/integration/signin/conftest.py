@@ -154,6 +154,17 @@ async def other_company(console: AsyncTestClient[Any], issuer: AsyncTestClient[A
     return await make_company(console, issuer, other_tenant, clock, store)
 
 
+def assert_problem(r: Any, status: int, code: str) -> None:
+    """A company API's refusal (the issuer's account routes): RFC 9457 problem details."""
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/problem+json"), r.headers["content-type"]
+    body = r.json()
+    assert (body["status"], body["code"], body["type"]) == (status, code, f"https://frontdoor.dev/problems/{code}")
+    assert body["title"] and body["detail"] and "error" not in body
+    assert r.headers["cache-control"] == "no-store"
+    assert "fdat_" not in r.text and "fdrs_" not in r.text and "eyJ" not in r.text
+
+
 def assert_refusal(r: Any, status: int, error: str) -> None:
     """A refusal per the catalogue: status, error, no-store, and no credential echoed."""
     assert r.status_code == status, r.text

@@ -10,7 +10,7 @@ from litestar.testing import AsyncTestClient
 from tests.support.agent import TestAgent
 from tests.support.mock_web import MockWeb
 
-from .conftest import Company, assert_refusal, new_agent
+from .conftest import Company, assert_problem, assert_refusal, new_agent
 
 
 async def test_management_api_disconnects_one_agent_or_all(console: AsyncTestClient[Any], company: Company,
@@ -78,11 +78,13 @@ async def test_issuer_endpoint_with_the_resource_credential(company: Company, ag
 
     for headers in ({}, {"Authorization": "Bearer fdrs_nope"}, {"Authorization": f"Basic {company.credential}"}):
         r = await company.issuer.post(url, json={"account": "acct-9"}, headers=headers)
-        assert_refusal(r, 401, "invalid_client")
+        assert_problem(r, 401, "invalid_client")
         assert r.headers["www-authenticate"].startswith("Bearer")
     for body in ({}, {"account": ""}, {"account": 7}, {"account": "acct-9", "extra": 1}, {"account": " x"}):
-        assert_refusal(await company.issuer.post(url, json=body, headers=auth), 400, "invalid_request")
-    assert_refusal(await company.issuer.post(url, data={"account": "acct-9"}, headers=auth), 400, "invalid_request")
+        assert_problem(await company.issuer.post(url, json=body, headers=auth), 400, "invalid_request")
+    assert_problem(await company.issuer.post(url, data={"account": "acct-9"}, headers=auth), 400, "invalid_request")
+    assert_problem(await company.issuer.post(f"/no-such-tenant-{company.tenant.slug}/accounts/disconnect",
+                                             json={"account": "acct-9"}, headers=auth), 404, "not_found")
 
     r = await company.issuer.post(url, json={"account": "acct-9", "client_id": agent.client_id}, headers=auth)
     assert r.status_code == 200, r.text

@@ -8,7 +8,7 @@ from litestar.testing import AsyncTestClient
 
 from tests.support.agent import TestAgent
 
-from .conftest import Company, assert_refusal
+from .conftest import Company, assert_problem, assert_refusal
 
 
 async def test_tokens_and_codes_of_a_are_useless_at_b(console: AsyncTestClient[Any], company: Company,
@@ -40,7 +40,7 @@ async def test_tokens_and_codes_of_a_are_useless_at_b(console: AsyncTestClient[A
     assert r.json()["sign_ins_revoked"] == 0
     r = await other_company.issuer.post(f"/{company.tenant.slug}/accounts/disconnect", json={"account": "acct-1"},
                                         headers={"Authorization": f"Bearer {other_company.credential}"})
-    assert_refusal(r, 401, "invalid_client")
+    assert_problem(r, 401, "invalid_client")
     assert (await company.introspect(signed["access_token"]))["signed_in"] is True
     ok = await company.refresh(agent, signed["refresh_token"], session_id=signed["session_id"])
     assert ok.status_code == 200, ok.text

@@ -163,3 +163,13 @@ async def test_an_own_client_is_closed_a_given_one_is_not() -> None:
         pass
     assert not given.is_closed
     await given.aclose()
+
+
+async def test_a_problem_refusal_is_typed_with_its_code() -> None:
+    problem = {"type": "https://frontdoor.dev/problems/invalid_request", "title": "Bad request", "status": 400,
+               "code": "invalid_request", "detail": "account must be 1 to 255 characters.", "request_id": "req_1"}
+    api, _ = accounts(lambda r: httpx.Response(400, json=problem,
+                                                headers={"Content-Type": "application/problem+json"}))
+    with pytest.raises(AccountsRequestRefused) as raised:
+        await api.connected_agents("acct_ada")
+    assert (raised.value.status, raised.value.error) == (400, "invalid_request")

@@ -72,7 +72,7 @@ class AccountsRequestRefused(FrontdoorAccountsError):
 
     Attributes:
         status: The HTTP status.
-        error: The OAuth-style error code, e.g. ``invalid_request``.
+        error: The refusal's code, e.g. ``invalid_request`` (the problem's ``code``; RFC 9457).
     """
 
     def __init__(self, status: int, error: str) -> None:
@@ -133,7 +133,10 @@ class _Agents(msgspec.Struct):
 
 
 class _Refusal(msgspec.Struct):
-    error: str = "refused"
+    """A problem (``code``, RFC 9457), or the earlier ``{"error"}`` shape."""
+
+    code: str | None = None
+    error: str | None = None
 
 
 def _check(name: str, value: str, limit: int) -> None:
@@ -237,7 +240,8 @@ class FrontdoorAccounts:
             raise AccountsCredentialRefused("Frontdoor refused the resource-server credential")
         if 400 <= status < 500 and status not in (408, 429):
             try:
-                error = msgspec.json.decode(response.content[:_MAX_ANSWER], type=_Refusal).error[:64]
+                refusal = msgspec.json.decode(response.content[:_MAX_ANSWER], type=_Refusal)
+                error = (refusal.code or refusal.error or "refused")[:64]
             except (msgspec.DecodeError, msgspec.ValidationError):
                 error = "refused"
             _LOG.warning("frontdoor_sdk: the accounts API refused the request (HTTP %s %s)", status, error)

@@ -57,6 +57,7 @@ from .http import (
     authorize,
     browser_join_pages,
     browser_verify,
+    company_problems,
     device_authorization,
     device_pages,
     discovery,
@@ -76,16 +77,23 @@ __all__ = ["create_app"]
 _HERE = Path(__file__).parent
 
 
-def _protocol_error(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, str]]:
-    """Protocol surfaces answer ``{"error", "error_description"}`` (RFC 6749 §5.2 shape)."""
+def _protocol_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    """Protocol surfaces answer ``{"error", "error_description"}`` (RFC 6749 §5.2 shape); the
+    company's account routes (``/{slug}/accounts/*``) RFC 9457 problems."""
+    accounts = company_problems.is_account_path(request.url.path)
     if isinstance(exc, NotFoundException):
-        return discovery.not_found()
+        return company_problems.no_issuer() if accounts else discovery.not_found()
     if isinstance(exc, HTTPException) and exc.status_code < 500:
+        if accounts:
+            return company_problems.account_problem(exc.status_code, "invalid_request", "The request is not valid.")
         return Response({"error": "invalid_request", "error_description": "The request is not valid."},
                         status_code=exc.status_code, headers={"Cache-Control": "no-store"})
     import structlog
 
     structlog.get_logger("frontdoor.issuer").error("unhandled_exception", exc_info=exc)
+    if accounts:
+        return company_problems.account_problem(500, "server_error", "Something went wrong on our side. Quote the "
+                                                                   "request_id if you contact us.")
     return Response({"error": "server_error", "error_description": "Something went wrong on our side."},
                     status_code=500, headers={"Cache-Control": "no-store"})
 
