@@ -90,6 +90,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     webhook_retry_jitter: Annotated[float, _doc("Each retry delay is spread by up to this fraction either way.")] = 0.1
     webhook_retry_after_max: Annotated[timedelta, _doc("The longest receiver `Retry-After` honoured; longer ones are capped.")] = timedelta(hours=1)
     webhook_retention: Annotated[timedelta, _doc("How long delivered and exhausted messages keep their payload and attempts before they are pruned; forwarded outbox events are pruned after the same period.")] = timedelta(days=30)
+    webhook_attempts_retention: Annotated[timedelta, _doc("Webhook delivery attempts are stored in monthly partitions; a month's partition is dropped once the month ended longer ago than this (the dispatcher's daily `frontdoor.retention.partitions`, which also creates the next three months). Keep it above `FRONTDOOR_WEBHOOK_RETENTION` plus the retry schedule: a message still kept loses the attempts of a dropped month.")] = timedelta(days=60)
+    audit_retention: Annotated[timedelta, _doc("How long audit log entries are kept; older ones are deleted oldest first, in chunks, by the dispatcher's hourly `frontdoor.retention.audit`.")] = timedelta(days=400)
     webhook_disable_after: Annotated[timedelta, _doc("An endpoint whose every attempt failed for this long is disabled (its messages wait).")] = timedelta(days=5)
     webhook_secret_overlap: Annotated[timedelta, _doc("Default time a rotated webhook secret keeps signing beside the new one.")] = timedelta(hours=24)
     webhook_endpoint_limit: Annotated[int, _doc("Most webhook endpoints one tenant may have (`409 webhook_endpoint_limit` past it).")] = 50

@@ -32,7 +32,7 @@ app = Celery("frontdoor", broker=broker_url(_settings.redis_url or "redis://127.
              include=["frontdoor_dispatcher.tasks.domains", "frontdoor_dispatcher.tasks.keys",
                       "frontdoor_dispatcher.tasks.webhooks", "frontdoor_dispatcher.tasks.recoveries",
                       "frontdoor_dispatcher.tasks.billing", "frontdoor_dispatcher.tasks.conversations",
-                      "frontdoor_dispatcher.tasks.funnel"])
+                      "frontdoor_dispatcher.tasks.funnel", "frontdoor_dispatcher.tasks.retention"])
 app.conf.update(
     task_serializer="json",
     accept_content=["json"],
@@ -46,6 +46,9 @@ app.conf.update(
         # a run prunes for up to 50 s (message_pruning.BUDGET), so a backlog is cleared within hours
         "webhooks-prune": {"task": "frontdoor.webhooks.prune", "schedule": 300.0, "options": {"expires": 300.0}},
         "events-prune": {"task": "frontdoor.events.prune_forwarded", "schedule": 3600.0},
+        # webhook_attempts' monthly partitions ahead and past retention; the audit log in chunks
+        "retention-partitions": {"task": "frontdoor.retention.partitions", "schedule": 24 * 3600.0},
+        "retention-audit": {"task": "frontdoor.retention.audit", "schedule": 3600.0, "options": {"expires": 3600.0}},
         "webhooks-recoveries": {"task": "frontdoor.webhooks.recoveries", "schedule": 5.0,
                                 "options": {"expires": 5.0}},
         # closed days counted and sent to Stripe Billing Meters; twice at once or after a crash is safe

@@ -1,0 +1,54 @@
+"""Retention of the tables that grow without bound (docs/scaling.md).
+
+``frontdoor.retention.partitions`` (daily): ``webhook_attempts`` keeps a partition for this
+month and the next three, and drops the months ended longer ago than
+``FRONTDOOR_WEBHOOK_ATTEMPTS_RETENTION`` (``frontdoor_webhooks.attempt_partitions``).
+``frontdoor.retention.audit`` (hourly): audit log entries older than
+``FRONTDOOR_AUDIT_RETENTION`` are deleted in chunks within a time budget
+(``frontdoor_tenancy.audit_retention``). Session events and outbox events are pruned by the
+existing ``frontdoor.events.prune_forwarded``; webhook messages by ``frontdoor.webhooks.prune``.
+Both tasks are safe to run twice at once or after a crash.
+"""
+
+from __future__ import annotations
+
+import structlog
+from frontdoor_core.clock import utc_now
+from frontdoor_tenancy.audit_retention import prune_audit
+from frontdoor_webhooks.attempt_partitions import maintain
+
+from ..celery_app import _settings, app
+from ..worker_runtime import run, runtime
+
+_log = structlog.get_logger("frontdoor.dispatcher")
+_AUDIT_BUDGET_S = 50.0
+
+
+async def _partitions() -> tuple[list[str], list[str], int]:
+    rt = await runtime(_settings)
+    async with rt.pool.acquire() as conn:
+        result = await maintain(conn, utc_now(), _settings.webhook_attempts_retention)
+    return result.created, result.dropped, result.moved_rows
+
+
+@app.task(name="frontdoor.retention.partitions", ignore_result=True)
+def partitions() -> int:
+    """Create the coming months' attempt partitions; drop the months past retention."""
+    created, dropped, moved = run(_partitions())
+    if created or dropped:
+        _log.info("attempt_partitions_maintained", created=created, dropped=dropped, moved_rows=moved)
+    return len(created) + len(dropped)
+
+
+async def _audit() -> int:
+    rt = await runtime(_settings)
+    return await prune_audit(rt.pool, utc_now(), _settings.audit_retention, budget_s=_AUDIT_BUDGET_S)
+
+
+@app.task(name="frontdoor.retention.audit", ignore_result=True)
+def audit() -> int:
+    """Delete audit log entries past retention, oldest first, in chunks."""
+    count = run(_audit())
+    if count:
+        _log.info("audit_log_pruned", count=count)
+    return count
