@@ -5,6 +5,15 @@ from .health import health_routes
 from .json_body import BadBody, read_json
 from .json_guard import make_json_guard
 from .metrics import metrics_lifespan, request_metrics_middleware
+from .openapi_document import (
+    DocumentPlugin,
+    Problem,
+    ProtocolError,
+    described,
+    error_responses,
+    openapi_document,
+    problem_responses,
+)
 from .problem import problem, problem_exception_handlers
 from .request_id import RequestIdMiddleware, current_request_id
 from .security_headers import SecurityHeadersMiddleware, content_security_policy, origin_source
@@ -12,19 +21,26 @@ from .tracing import opentelemetry_plugin, route_span_details
 
 __all__ = [
     "BadBody",
+    "DocumentPlugin",
+    "Problem",
+    "ProtocolError",
     "RequestIdMiddleware",
     "SecurityHeadersMiddleware",
     "client_address",
     "content_security_policy",
     "current_request_id",
+    "described",
+    "error_responses",
     "health_routes",
     "make_json_guard",
     "metrics_lifespan",
     "network_key",
+    "openapi_document",
     "opentelemetry_plugin",
     "origin_source",
     "problem",
     "problem_exception_handlers",
+    "problem_responses",
     "read_json",
     "request_metrics_middleware",
     "route_span_details",
