@@ -18,7 +18,6 @@ import os
 import queue
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,16 +35,11 @@ import pytest
 
 from tests.conformance.browser import forms
 from tests.conftest import unique
+from tests.support.devstack import free_port, start_devstack
 from tests.support.dns_server import LocalDNS
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -76,10 +70,7 @@ def stack(dns_e2e: LocalDNS) -> Iterator[Stack]:
     data_dir = Path(tempfile.mkdtemp(prefix="fde2e-"))
     os.chmod(data_dir, 0o711)
     cport, iport, lport, nport = free_port(), free_port(), free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "FRONTDOOR_KEK", "FRONTDOOR_ENV")
-           and not k.endswith("_BASE_URL")}
-    env.update({  # no FRONTDOOR_ENV: `make run` sets dev itself
-        "FRONTDOOR_DATA_DIR": str(data_dir),
+    extra = {  # no FRONTDOOR_ENV: `make run` sets dev itself
         "FRONTDOOR_CONSOLE_PORT": str(cport),
         "FRONTDOOR_ISSUER_PORT": str(iport),
         "FRONTDOOR_LEDGER_PORT": str(lport),  # never the default 8002: a developer's `make run` may hold it
@@ -91,24 +82,12 @@ def stack(dns_e2e: LocalDNS) -> Iterator[Stack]:
         "FRONTDOOR_DOMAIN_PENDING_RECHECK": "1s",
         "FRONTDOOR_DOMAIN_GRACE_PERIOD": "3s",
         "FRONTDOOR_DOMAIN_SWEEP_INTERVAL": "1s",
-    })
-    proc = subprocess.Popen([sys.executable, "-m", "frontdoor_devstack.run"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: list[str] = []
-    q: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=_pump, args=(proc.stdout, q, lines), daemon=True).start()
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            line = q.get(timeout=0.5)
-        except queue.Empty:
-            line = ""
-        if "Frontdoor is running." in line:
-            break
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("the stack did not start:\n" + "".join(lines))
-    time.sleep(0.5)  # let the banner finish printing
+    }
+    try:
+        run = start_devstack(data_dir, extra, timeout=120)
+    except AssertionError as exc:
+        pytest.fail(f"the stack did not start: {exc}")
+    proc, lines = run.proc, run.output
     s = Stack(proc, f"http://127.0.0.1:{cport}", f"http://127.0.0.1:{iport}", data_dir, lines,
               f"http://127.0.0.1:{nport}", f"http://127.0.0.1:{lport}")
     try:
