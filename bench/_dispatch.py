@@ -1,5 +1,6 @@
 """The delivery path's processes for benchmarks and end-to-end tests: the ledger under
-granian, the outbox relay, Celery workers; plus a tenant's webhook endpoint and messages.
+granian, the deliverer, Celery workers (beat's periodic jobs); plus a tenant's webhook
+endpoint and messages.
 
 Every process runs in its own session (process group) with its log in the stack's folder,
 and is stopped (SIGTERM to the group, SIGKILL after a grace) when the stack closes.
@@ -83,8 +84,9 @@ class Service:
         return self.log.stat().st_size if self.log.exists() else 0
 
 
-def relay(stack: Stack, env: dict[str, str], name: str = "relay") -> Service:
-    return Service(stack, name, [sys.executable, "-m", "frontdoor_dispatcher.relay"], env)
+def deliverer(stack: Stack, env: dict[str, str], name: str = "deliverer") -> Service:
+    """The deliverer (``python -m frontdoor_dispatcher.deliverer``): claims and sends due messages."""
+    return Service(stack, name, [sys.executable, "-m", "frontdoor_dispatcher.deliverer"], env)
 
 
 def worker(stack: Stack, env: dict[str, str], *, concurrency: int = 2, name: str = "worker",

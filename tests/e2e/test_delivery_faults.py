@@ -2,19 +2,19 @@
 
 One stack for the module: embedded PostgreSQL and Redis, the issuer and TWO ledger
 processes under granian (replicas without a proxy: both answer for the same public URL,
-the client spreads its requests across their ports), the outbox relay, a Celery worker
-(prefork, 2 processes) and a company receiver in its own process (``bench/_receiver.py``)
+the client spreads its requests across their ports), the deliverer (``python -m
+frontdoor_dispatcher.deliverer``) and a company receiver in its own process (``bench/_receiver.py``)
 that checks every signature and counts deliveries per webhook-id and performs per
 idempotency key. Timings are short so faults heal fast: retries ``0s,200ms,500ms,1s,1s,2s``,
-a 1 s delivery timeout, a 1 s lease margin, the relay re-sending after 2 s.
+a 1 s delivery timeout, a 1 s lease margin.
 
 No time is asserted except the bound stated in the dead-endpoint case (generous, it is a
 property of the design: another tenant's deliveries never wait for a dead endpoint's
 timeouts). Every other wait is a liveness bound taken from one per-test `Budget` that ends
 before pytest-timeout would, so a slow or stuck recovery on a loaded machine fails with how
 many messages arrived out of how many, instead of a stack dump; the fast path returns as
-soon as everything has arrived, and the outages last until they are observed (Redis: the
-relay's publish fails; PostgreSQL: the ledgers' ``/readyz`` says so), never a fixed sleep.
+soon as everything has arrived, and the outages last until they are observed (the ledgers'
+``/readyz`` says so), never a fixed sleep.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ FAST_ENV = {
     "FRONTDOOR_WEBHOOK_RETRY_SCHEDULE": "0s,200ms,500ms,1s,1s,2s",
     "FRONTDOOR_WEBHOOK_TIMEOUT": "1s",
     "FRONTDOOR_WEBHOOK_LEASE_MARGIN": "1s",
-    "FRONTDOOR_RELAY_RESEND_AFTER": "2",
     "FRONTDOOR_LOG_LEVEL": "warning",
 }
 DEAD_ENDPOINT_BOUND = 3.0
@@ -56,8 +55,7 @@ class Pipeline:
     receiver: ReceiverProcess
     agent: OperationsAgent
     ledgers: list[_dispatch.Service]
-    worker: _dispatch.Service
-    relay: _dispatch.Service
+    deliverer: _dispatch.Service
     env: dict[str, str]
 
     @property
@@ -80,24 +78,23 @@ def pipe() -> Iterator[Pipeline]:
         ledgers = [_dispatch.granian_app(stack, "ledger-a", "frontdoor_ledger.asgi:app", env,
                                          port=int(public.rsplit(":", 1)[1])),
                    _dispatch.granian_app(stack, "ledger-b", "frontdoor_ledger.asgi:app", env)]
-        worker = _dispatch.worker(stack, {**env, "FRONTDOOR_LOG_LEVEL": "info"}, concurrency=2)  # logs "ready"
-        relay = _dispatch.relay(stack, env)
+        deliverer = _dispatch.deliverer(stack, {**env, "FRONTDOOR_LOG_LEVEL": "info"})  # logs "deliverer_started"
         # Start everything at once (each waits for itself below): the module's wall time.
         stack.start_issuer(extra_env=FAST_ENV)
-        for svc in (*ledgers, worker, relay):
+        for svc in (*ledgers, deliverer):
             svc.start()
         for svc in ledgers:
             _dispatch.wait_http(svc)
-        worker.wait_for_log("ready", 60)
-        yield Pipeline(stack, tenant, receiver, agent, ledgers, worker, relay, env)
+        deliverer.wait_for_log("deliverer_started", 60)
+        yield Pipeline(stack, tenant, receiver, agent, ledgers, deliverer, env)
 
 
 class Budget:
     """One deadline for a whole test, ``margin`` seconds before pytest-timeout's.
 
     Each wait takes what is left, so the waits of one test never add up past the timeout
-    (on a loaded 2-core machine Celery's reconnection backoff alone can take tens of
-    seconds), and the first one to run out fails with its counts.
+    (on a loaded 2-core machine a reconnection alone can take tens of seconds), and the
+    first one to run out fails with its counts.
     """
 
     def __init__(self, margin: float = 20.0) -> None:
@@ -257,7 +254,7 @@ def test_concurrent_confirms_across_two_ledgers_perform_each_operation_once(pipe
 
 # --------------------------------------------------------------------------- (b)
 
-def test_worker_killed_mid_delivery_loses_nothing_and_duplicates_keep_their_webhook_id(pipe: Pipeline) -> None:
+def test_deliverer_killed_mid_delivery_loses_nothing_and_duplicates_keep_their_webhook_id(pipe: Pipeline) -> None:
     ep = endpoint(pipe, "kill", delay=0.3)
     count = 300
     budget = Budget()
@@ -268,9 +265,11 @@ def test_worker_killed_mid_delivery_loses_nothing_and_duplicates_keep_their_webh
             ids = await enqueue_keyed(pool, pipe.tenant.id, ep, count, "kill")
             await eventually(lambda: pipe.receiver.stats("kill")["raw"] >= 60, budget, "deliveries under way",
                              progress=arrived(pipe, "kill", count))
-            pipe.worker.kill()  # SIGKILL the main process and its children, attempts in flight
+            pipe.deliverer.kill()  # SIGKILL, attempts in flight and claims held
             assert pipe.receiver.stats("kill")["distinct_ids"] < count, "the kill came too late to mean anything"
-            _dispatch.start_worker(pipe.worker, timeout=budget.left())
+            since = pipe.deliverer.log_size()
+            pipe.deliverer.start()
+            pipe.deliverer.wait_for_log("deliverer_started", budget.left(), since=since)
             await eventually(lambda: pipe.receiver.stats("kill")["distinct_ids"] >= count, budget, "every message",
                              progress=arrived(pipe, "kill", count))
             states = await all_delivered(pool, ids, within=budget)
@@ -342,7 +341,7 @@ def test_a_dead_endpoint_does_not_delay_another_tenants_deliveries(pipe: Pipelin
             # The same round trip with no dead endpoint: what this machine takes right now.
             baseline = await round_trip("baseline", budget.left())
             bound = DEAD_ENDPOINT_BOUND + 2 * baseline
-            # The dead endpoint's messages go first: every worker slot sees them before the others'.
+            # The dead endpoint's messages go first: they are due before the others'.
             await enqueue_keyed(pool, pipe.tenant.id, dead, 300, "dead")
             await eventually(lambda: pipe.receiver.stats("dead")["raw"] > 0, budget, "the dead endpoint is being tried")
             lags = []
@@ -371,9 +370,9 @@ def test_a_dead_endpoint_does_not_delay_another_tenants_deliveries(pipe: Pipelin
 
 # --------------------------------------------------------------------------- (e) and (f)
 
-#: Messages before the outage, and written during (e) or after (f) it. The worker delivers at
-#: most ~40/s here (2 processes, a 50 ms receiver), so the first batch is still being delivered
-#: when the outage starts (checked), and the whole test stays small on a loaded machine.
+#: Messages before the outage, and written during (e) or after (f) it. The endpoint gets at
+#: most 16 attempts at once (a 300 ms receiver: ~50/s), so the first batch is still being
+#: delivered when the outage starts (checked), and the whole test stays small.
 FIRST, SECOND = 120, 40
 
 
@@ -399,7 +398,7 @@ async def until_ledgers(pipe: Pipeline, ready: bool, budget: Budget, what: str) 
 
 
 def test_redis_restarted_mid_stream_loses_nothing(pipe: Pipeline) -> None:
-    ep = endpoint(pipe, "redis", delay=0.05)
+    ep = endpoint(pipe, "redis", delay=0.3)
     redis = pipe.stack._redis
     budget = Budget()
     total = FIRST + SECOND
@@ -425,11 +424,11 @@ def test_redis_restarted_mid_stream_loses_nothing(pipe: Pipeline) -> None:
         return states
 
     assert asyncio.run(go()) == {"delivered": total}
-    assert pipe.relay.alive() and pipe.worker.alive()
+    assert pipe.deliverer.alive()
 
 
 def test_postgres_restarted_under_load_services_recover_by_themselves(pipe: Pipeline) -> None:
-    ep = endpoint(pipe, "pg", delay=0.05)
+    ep = endpoint(pipe, "pg", delay=0.3)
     pg = pipe.stack._pg
     budget = Budget()
     total = FIRST + SECOND
@@ -459,4 +458,4 @@ def test_postgres_restarted_under_load_services_recover_by_themselves(pipe: Pipe
         return states
 
     assert asyncio.run(go()) == {"delivered": total}
-    assert all(svc.alive() for svc in (*pipe.ledgers, pipe.relay, pipe.worker))
+    assert all(svc.alive() for svc in (*pipe.ledgers, pipe.deliverer))

@@ -1,7 +1,7 @@
 """The whole stack over real sockets, exactly as ``make run`` starts it.
 
 Runs ``python -m frontdoor_devstack.run`` (embedded PostgreSQL and Redis, the console and
-issuer under granian, the Celery worker and beat) with short domain timings and a local
+issuer under granian, the deliverer, the Celery worker and beat) with short domain timings and a local
 DNS server, then onboards a company using only HTTP, watches the scheduled check suspend
 the domain once its record is gone, plays a whole Device Sign-In (an agent built on httpx
 and joserfc, a person in a browser at Frontdoor's pages and Northwind's login page, a
@@ -128,7 +128,7 @@ def test_moved_ports_alone_move_every_public_url(stack: Stack) -> None:
     assert doc["extensions"]["operations"]["endpoint"] == f"{stack.ledger}/demo/operations", doc
     assert httpx.get(f"{stack.ledger}/healthz").status_code == 200
     # Each service said at start that it runs in dev mode (FRONTDOOR_ENV set by `make run`).
-    for name in ("console", "issuer", "ledger", "worker", "beat", "relay"):
+    for name in ("console", "issuer", "ledger", "worker", "beat", "deliverer"):
         log = (stack.data_dir / "logs" / f"{name}.log").read_text(errors="replace")
         assert '"event": "dev_mode"' in log and '"env_set": true' in log, (name, log[-2000:])
 

@@ -32,10 +32,10 @@ ENV_EXAMPLE = ROOT / "deploy" / ".env.example"
 MIGRATE_SCRIPT = ROOT / "deploy" / "migrate.py"
 MIGRATE_DOCKERFILE = ROOT / "deploy" / "migrate.Dockerfile"
 
-EXPECTED_SERVICES = {"postgres", "redis", "migrate", "console", "issuer", "ledger", "relay", "worker", "beat"}
+EXPECTED_SERVICES = {"postgres", "redis", "migrate", "console", "issuer", "ledger", "deliverer", "worker", "beat"}
 HTTP_SERVICES = {"console": 8000, "issuer": 8001, "ledger": 8002}
 # The processes the dispatcher image runs, each its own compose service (and chart Deployment).
-DISPATCHER_PROCESSES = {"relay", "worker", "beat"}
+DISPATCHER_PROCESSES = {"deliverer", "worker", "beat"}
 WORKER_SERVICES = {"dispatcher"}
 SERVICE_DOCKERFILES = {name: ROOT / "services" / name / "Dockerfile" for name in [*HTTP_SERVICES, *WORKER_SERVICES]}
 ALL_DOCKERFILES = {**SERVICE_DOCKERFILES, "migrate": MIGRATE_DOCKERFILE}
@@ -450,17 +450,17 @@ def test_http_services_publish_their_port_on_loopback(compose: dict[str, Any]) -
         assert compose["services"][name]["ports"] == [f"127.0.0.1:{port}:{port}"]
 
 
-def test_relay_worker_and_beat_share_the_dispatcher_image(compose: dict[str, Any]) -> None:
+def test_deliverer_worker_and_beat_share_the_dispatcher_image(compose: dict[str, Any]) -> None:
     services = compose["services"]
-    worker, beat, relay = services["worker"], services["beat"], services["relay"]
+    worker, beat, deliverer = services["worker"], services["beat"], services["deliverer"]
     assert {n for n, s in app_services(compose).items()
             if _build_dockerfile(s) == SERVICE_DOCKERFILES["dispatcher"]} == DISPATCHER_PROCESSES
-    assert _build_dockerfile(worker) == _build_dockerfile(beat) == _build_dockerfile(relay) == SERVICE_DOCKERFILES["dispatcher"]
-    assert worker.get("image") == beat.get("image") == relay.get("image")
+    assert _build_dockerfile(worker) == _build_dockerfile(beat) == _build_dockerfile(deliverer) == SERVICE_DOCKERFILES["dispatcher"]
+    assert worker.get("image") == beat.get("image") == deliverer.get("image")
     assert "command" not in worker  # the image's default: the worker
     assert beat["command"] == ["celery", "-A", "frontdoor_dispatcher.celery_app", "beat"]
-    assert relay["command"] == ["python", "-m", "frontdoor_dispatcher.relay"]
-    assert (ROOT / "services/dispatcher/src/frontdoor_dispatcher/relay.py").is_file()
+    assert deliverer["command"] == ["python", "-m", "frontdoor_dispatcher.deliverer"]
+    assert (ROOT / "services/dispatcher/src/frontdoor_dispatcher/deliverer.py").is_file()
     assert not beat.get("scale") and not (beat.get("deploy") or {}).get("replicas"), "never more than one beat"
 
 
@@ -489,8 +489,8 @@ def data_dir_problems(compose: dict[str, Any]) -> list[str]:
 
 def test_read_only_services_can_write_their_data_dir(compose: dict[str, Any]) -> None:
     assert data_dir_problems(compose) == []
-    broken = {"services": {"relay": {**compose["services"]["relay"], "tmpfs": ["/tmp"]}}}
-    assert data_dir_problems(broken), "the check must notice a relay that cannot write its heartbeat"
+    broken = {"services": {"deliverer": {**compose["services"]["deliverer"], "tmpfs": ["/tmp"]}}}
+    assert data_dir_problems(broken), "the check must notice a deliverer that cannot write its heartbeat"
 
 
 def test_no_reserved_placeholders_for_services_that_exist() -> None:

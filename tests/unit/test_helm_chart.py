@@ -41,7 +41,7 @@ RELEASE, NAMESPACE = "fd", "frontdoor"
 PREFIX = f"{RELEASE}-frontdoor-"
 
 HTTP_PORTS = {"console": 8000, "issuer": 8001, "ledger": 8002}
-INTERNET = {"console", "issuer", "worker"}
+INTERNET = {"console", "issuer", "deliverer", "worker"}
 CRD_KINDS = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): "servicemonitor.json",
     ("gateway.networking.k8s.io/v1", "HTTPRoute"): "httproute.json",
@@ -529,7 +529,7 @@ def existing_processes() -> set[str]:
 
 def test_chart_and_compose_run_the_processes_that_exist(rendered: dict[str, list[Doc]]) -> None:
     processes = existing_processes()
-    assert processes >= {"console", "issuer", "ledger", "relay", "worker", "beat"}
+    assert processes >= {"console", "issuer", "ledger", "deliverer", "worker", "beat"}
     assert set(HTTP_PORTS) == {p for p in processes if (ROOT / "services" / p / "Dockerfile").is_file()
                                and (ROOT / "services" / p / "src" / f"frontdoor_{p}" / "asgi.py").is_file()}
     compose = yaml.safe_load(COMPOSE_FILE.read_text())["services"]
@@ -537,9 +537,9 @@ def test_chart_and_compose_run_the_processes_that_exist(rendered: dict[str, list
     assert frontdoor == processes
     for variant, docs in rendered.items():
         assert set(deployments(docs)) == processes, variant
-    # Same commands in both: the relay and beat override the dispatcher image's CMD, the worker adds concurrency.
+    # Same commands in both: the deliverer and beat override the dispatcher image's CMD, the worker adds concurrency.
     deps = deployments(rendered["default"])
-    for name in ("relay", "beat"):
+    for name in ("deliverer", "beat"):
         assert deps[name]["spec"]["template"]["spec"]["containers"][0]["command"] == compose[name]["command"]
     assert deps["worker"]["spec"]["template"]["spec"]["containers"][0]["command"][:4] == [
         "celery", "-A", "frontdoor_dispatcher.celery_app", "worker"]
@@ -593,7 +593,7 @@ def test_checks_catch_open_network_policies_and_a_lost_pdb(broken_chart: Path) -
     _break(broken_chart, "networkpolicies.yaml", "{{- if has $component $internet }}", "{{- if true }}")
     _break(broken_chart, "pdb.yaml", '"console" "issuer" "ledger"', '"issuer" "ledger"')
     docs = render(broken_chart, {})
-    assert any("relay" in p and "internet egress not allowed" in p for p in network_problems(docs, {}))
+    assert any("beat" in p and "internet egress not allowed" in p for p in network_problems(docs, {}))
     assert any("console: PDB missing" in p for p in availability_problems(docs, {}))
 
 

@@ -23,7 +23,7 @@ PROCESS_WORDS = {
     "console": r"\bconsole\b",
     "issuer": r"\bissuer\b",
     "ledger": r"\bledger\b",
-    "relay": r"\boutbox relay\b",
+    "deliverer": r"\bdeliverer\b",
     "worker": r"\bCelery worker\b",
     "beat": r"\bbeat\b",
 }
@@ -91,11 +91,11 @@ def test_the_check_catches_a_process_the_readme_does_not_describe() -> None:
     processes = existing_processes()
     assert readme_problems(readme, service_packages(), {*processes, "scheduler"}, HTTP_PORTS) == [
         "make run starts scheduler, which the README does not describe"]
-    without_relay = readme.replace("outbox relay", "relay process", 1)
-    assert "step 4 of make run omits the relay" in readme_problems(
-        without_relay, service_packages(), processes, HTTP_PORTS)
-    assert "step 4 of make run names the relay, which make run does not start" in readme_problems(
-        readme, service_packages(), processes - {"relay"}, HTTP_PORTS)
+    without_deliverer = readme.replace("webhook deliverer", "webhook sender", 1)
+    assert "step 4 of make run omits the deliverer" in readme_problems(
+        without_deliverer, service_packages(), processes, HTTP_PORTS)
+    assert "step 4 of make run names the deliverer, which make run does not start" in readme_problems(
+        readme, service_packages(), processes - {"deliverer"}, HTTP_PORTS)
     moved = readme.replace("127.0.0.1:8002", "127.0.0.1:8009", 1)
     assert readme_problems(moved, service_packages(), processes, HTTP_PORTS) == [
         "step 4 of make run names port 8009, which no service listens on",

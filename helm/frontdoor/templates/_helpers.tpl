@@ -1,5 +1,5 @@
 {{/*
-Frontdoor chart helpers. A component is one of: console issuer ledger (HTTP), relay worker
+Frontdoor chart helpers. A component is one of: console issuer ledger (HTTP), deliverer worker
 beat (the dispatcher image), migrate (the hook Job), maintenance (reencrypt-secrets Job).
 */}}
 
@@ -29,7 +29,7 @@ ledger: 8002
 
 {{/* Components allowed to reach the internet (public addresses only). */}}
 {{- define "frontdoor.internetComponents" -}}
-[console, issuer, worker]
+[console, issuer, deliverer, worker]
 {{- end -}}
 
 {{/* "<fullname>-<component>", at most 63 characters. */}}
@@ -168,7 +168,7 @@ seccompProfile:
   type: RuntimeDefault
 {{- end -}}
 
-{{/* Writable paths under a read-only root: /tmp, and FRONTDOOR_DATA_DIR (beat's schedule, the relay's heartbeat). */}}
+{{/* Writable paths under a read-only root: /tmp, and FRONTDOOR_DATA_DIR (beat's schedule, the deliverer's heartbeat). */}}
 {{- define "frontdoor.volumes" -}}
 - name: tmp
   emptyDir:

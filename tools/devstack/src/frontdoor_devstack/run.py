@@ -99,12 +99,13 @@ def process_table(settings: Settings) -> list[Process]:
         Process("issuer", [py, "-m", "frontdoor_issuer.serve", "--host", "127.0.0.1", "--port", "{port}"],
                 settings.issuer_port),
         Process("ledger", asgi("ledger"), settings.ledger_port),
-        # The dispatcher: deliveries and retries (Celery workers), the outbox relay, and beat.
-        Process("worker", [celery, "-A", "frontdoor_dispatcher.celery_app", "worker", "--concurrency", "2",
+        # The dispatcher: the deliverer (deliveries and retries, straight from PostgreSQL; one per
+        # replica), and beat with a Celery worker for the periodic jobs (sweeps, retention, metering).
+        Process("deliverer", [py, "-m", "frontdoor_dispatcher.deliverer"]),
+        Process("worker", [celery, "-A", "frontdoor_dispatcher.celery_app", "worker", "--concurrency", "1",
                            "--loglevel", "INFO", "-n", f"{{replica}}-{secrets.token_hex(3)}@%h"]),
         Process("beat", [celery, "-A", "frontdoor_dispatcher.celery_app", "beat", "--loglevel", "INFO"],
                 replicated=False),  # one scheduler, never two (docs/architecture.md)
-        Process("relay", [py, "-m", "frontdoor_dispatcher.relay"], replicated=False),
     ]
 
 
@@ -303,8 +304,9 @@ def _print_banner(settings: Any, demo: dict[str, str], logs: Path, table: list[R
         f"{settings.ledger_base_url}/{demo['slug']}/operations)",
         f"  example company Northwind {northwind}   (poppy.json, /api/products, /api/orders, /mcp)",
         f"  demo issuer metadata      {settings.issuer_base_url}/.well-known/oauth-authorization-server/{demo['slug']}",
-        "  worker + beat + relay     Celery (webhook deliveries and retries; domains due a DNS check every "
-        f"{int(settings.domain_sweep_interval.total_seconds())} s) and the outbox relay",
+        "  deliverer                 webhook deliveries and retries, straight from PostgreSQL",
+        "  worker + beat             Celery (periodic jobs; domains due a DNS check every "
+        f"{int(settings.domain_sweep_interval.total_seconds())} s)",
         "",
         "Demo tenant:",
         f"  admin email     {demo['email']}",
