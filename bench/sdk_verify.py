@@ -25,6 +25,9 @@ an in-process ``MockTransport``):
     (every delegation parsed and verified: an agent's first request);
 (f) ``FrontdoorVerifier.verify`` on the 1.0 way: (e) plus agent keys from the cache, the
     replay cache and a local fake ``session-state`` answer.
+(h) the same with ``shared_signals=True`` and a local stream that is live: after the
+    Session's first request its state comes from memory (ADR 0005 §7); the output counts
+    the ``session-state`` calls made in the timed loop.
 
     python bench/sdk_verify.py [--iterations 3000] [--state-iterations 1000] [--crypto-only]
 """
@@ -42,7 +45,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -345,6 +348,8 @@ class Setup10:
     issuer_keys: Any  # KeySet
     http: Any
     now: int  # every JWT is minted at this time and verified as if it were now
+    streamed: Any = None  # the same fake Frontdoor with a Shared Signals stream, for (h)
+    state_asks: list[int] = field(default_factory=list)  # session-state calls through ``streamed``
 
 
 def pap10_setup(n: int) -> Setup10:
@@ -385,9 +390,25 @@ def pap10_setup(n: int) -> Setup10:
             return httpx.Response(200, json=state)
         return httpx.Response(404)
 
+    async def handle_with_stream(request: httpx.Request) -> httpx.Response:
+        """``handle`` plus a Shared Signals stream that answers each poll empty after 1 s (h)."""
+        url = str(request.url)
+        if url == f"{issuer}/ssf/streams":
+            return httpx.Response(201, json={"stream_id": "sst_bench", "aud": "sst_bench", "delivery": {
+                "method": "urn:ietf:rfc:8936", "endpoint_url": f"{issuer}/ssf/streams/sst_bench/poll"}})
+        if url == f"{issuer}/ssf/streams/sst_bench/poll":
+            await asyncio.sleep(1.0)
+            return httpx.Response(200, json={"sets": {}, "position": 0, "lease": 5.0, "state": "live"})
+        if url == f"{issuer}/poppy/session-state":
+            state_asks.append(1)
+        return handle(request)
+
+    state_asks: list[int] = []
     return Setup10(issuer=issuer, client_id=client_id, access_token=token, delegation=delegation,
                    sessions=sessions, identity=KeySet([identity]), issuer_keys=KeySet([issuer_key]),
-                   http=httpx.AsyncClient(transport=httpx.MockTransport(handle)), now=now)
+                   http=httpx.AsyncClient(transport=httpx.MockTransport(handle)), now=now,
+                   streamed=httpx.AsyncClient(transport=httpx.MockTransport(handle_with_stream)),
+                   state_asks=state_asks)
 
 
 def pap10_bare(setup: Setup10) -> Callable[[int], Any]:
@@ -456,8 +477,35 @@ async def measure10(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         await verifier.aclose()
         await setup.http.aclose()
+    # (h): the same with shared_signals=True; the stream is live, so after a Session's first
+    # request the state comes from memory (ADR 0005 §7). Yields between requests, as a server does.
+    streamed = FrontdoorVerifier(setup.issuer, "fdrs_Bench123_" + "x" * 43, http=setup.streamed,
+                                 clock=lambda: fixed, shared_signals=True)
+    try:
+        streamed.start()
+        for _ in range(500):  # the first poll answers after 1 s
+            if streamed.signals is not None and streamed.signals.live:
+                break
+            await asyncio.sleep(0.01)
+
+        async def one_streamed(i: int) -> None:
+            await asyncio.sleep(0)
+            headers = [("poppy-session", setup.sessions[i]), ("authorization", f"Bearer {setup.access_token}")]
+            outcome = await streamed.verify("GET", API_URL, headers, required_scopes=["orders:read"])
+            if not isinstance(outcome, Caller) and len(errors) < 3:
+                errors.append(repr(outcome)[:300])
+
+        for i in range(args.warmup):
+            await one_streamed(i)
+        asked = len(setup.state_asks)
+        h = summarize(await time_each_async(one_streamed, n_state, 0, offset=args.warmup))
+        h_asks = len(setup.state_asks) - asked
+    finally:
+        await streamed.aclose()
+        await setup.streamed.aclose()
     return {"d": d, "e0": e0, "e": e, "f": f, "ratio_e0_d": e0.p50_ms / d.p50_ms, "errors": len(errors), "error_samples": errors,
-            "ratio_e_d": e.p50_ms / d.p50_ms, "f_minus_e_p50_ms": f.p50_ms - e.p50_ms}
+            "ratio_e_d": e.p50_ms / d.p50_ms, "f_minus_e_p50_ms": f.p50_ms - e.p50_ms,
+            "h": h, "h_state_asks": h_asks, "h_minus_e_p50_ms": h.p50_ms - e.p50_ms}
 
 
 def report10(r: dict[str, Any]) -> None:
@@ -478,6 +526,11 @@ def report10(r: dict[str, Any]) -> None:
           f" uncached (e0)/(d) = {r['ratio_e0_d']:.2f}")
     print(f"  sdk around the crypto (f)-(e): p50 +{fmt_ms(r['f_minus_e_p50_ms'])} (replay cache, one local "
           "MockTransport round trip)")
+    h: Summary = r["h"]
+    print(f"  (h) 1.0 way, Shared Signals stream live : {h.line()}")
+    print(f"      session-state asked {r['h_state_asks']} times in the timed loop (the state from memory)")
+    print(f"  sdk around the crypto (h)-(e): p50 +{fmt_ms(r['h_minus_e_p50_ms'])} (replay cache, parsing, scopes and"
+          " the state from memory; no round trip)")
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
