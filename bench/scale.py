@@ -1,0 +1,321 @@
+"""Flat at scale (issue #15 §3): the hot paths with one tenant, then with many, in one run.
+
+    python bench/scale.py                  # 1,000 tenants, 100k Sessions, 100k operations, 1M attempts
+    python bench/scale.py --full           # 10,000 tenants, 1M Sessions, 1M operations, 10M attempts
+    python bench/scale.py --quick          # 200 tenants, 20k / 20k / 100k (a smoke run)
+    python bench/scale.py --explain        # also print the plan of every hot query on the big data
+
+One stack (bench/_common.Stack: embedded PostgreSQL and Redis, the migrations, the issuer
+under granian with one worker). A probe tenant is signed up and measured alone (the
+baseline); then ``frontdoor_devstack.scale_seed`` writes the other tenants and their history
+into the same database (``INSERT ... SELECT generate_series``, then ANALYZE) and the same
+measurements run again. Printed side by side with the ratio large / baseline (target <= 1.2):
+
+- **Session grant**: ``POST {issuer}/oauth/token`` (jwt-bearer, DPoP), as the issuer serves it.
+- **introspection**: ``POST {issuer}/oauth/introspect`` with a resource-server credential.
+- **confirm**: ``frontdoor_operations.ledger.confirm`` in this process on the services' pool
+  (the compare-and-set, the perform message, the events: every statement the ledger's confirm
+  sends), one proposed operation of the probe tenant each time. The HTTP around it does not
+  depend on the data's size; bench/confirm_latency.py measures it end to end.
+- **dashboard overview** and **dashboard lists**: the repository calls of the console's
+  heaviest pages (the overview's delivery health, failed attempts by day, operations per
+  day and by state, stuck operations; the Sessions, operations, agents, audit and messages
+  lists), in this process on the pool, for the probe tenant.
+
+Latency is per call as the caller saw it; for the HTTP paths the issuer's CPU per request
+is printed too (the steadier figure on a shared machine).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import argparse
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bench._common import CpuMeter, Stack, Summary, fmt_ms, install_signal_handlers, summarize
+
+TARGET_RATIO = 1.2
+SIZES = {
+    "quick": {"tenants": 200, "sessions": 20_000, "operations": 20_000, "attempts": 100_000},
+    "default": {"tenants": 1_000, "sessions": 100_000, "operations": 100_000, "attempts": 1_000_000},
+    "full": {"tenants": 10_000, "sessions": 1_000_000, "operations": 1_000_000, "attempts": 10_000_000},
+}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="The hot paths with one tenant and with many, side by side.")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="a small seed, for a smoke run")
+    size.add_argument("--full", action="store_true", help="issue #15's figures (hours on a 2-core machine)")
+    for name in ("tenants", "sessions", "operations", "attempts"):
+        p.add_argument(f"--{name}", type=int, default=None, help="override the chosen size")
+    p.add_argument("--requests", type=int, default=300, help="calls per measurement (HTTP paths)")
+    p.add_argument("--calls", type=int, default=200, help="calls per measurement (in-process paths)")
+    p.add_argument("--concurrency", type=int, default=4, help="HTTP requests in flight")
+    p.add_argument("--explain", action="store_true", help="print every hot query's plan on the big data")
+    return p.parse_args(argv)
+
+
+class Probe:
+    """The probe tenant and what its measurements need."""
+
+    def __init__(self, stack: Stack) -> None:
+        self.stack = stack
+        self.agent = stack.new_agent()
+        self.credential = ""
+        self.token = ""
+        self.pool: Any = None
+        self.proposed: list[str] = []
+        self.batch = 0
+
+    async def setup(self) -> None:
+        import httpx
+        from frontdoor_core.db import create_pool
+
+        await self.stack.create_tenant("probe")
+        self.credential = await self.stack.resource_credential()
+        self.pool = await create_pool(self.stack.database_url, min_size=1, max_size=4)
+        tenant = self._tenant
+        async with self.pool.acquire() as conn:
+            await conn.execute(
+                "INSERT INTO webhook_endpoints (tenant_id, id, url, event_types, created_at, updated_at)"
+                " VALUES ($1, 'whe_probe', 'https://hooks.probe.example/frontdoor', '{}', now(), now())", tenant.id)
+            await conn.execute(
+                "INSERT INTO operation_kinds (tenant_id, name, scopes, default_expiry_seconds, max_expiry_seconds,"
+                " perform_endpoint_id, created_at, updated_at)"
+                " VALUES ($1, 'order.place', '{}', 900, 3600, 'whe_probe', now(), now())", tenant.id)
+        async with httpx.AsyncClient(timeout=30) as client:
+            body, headers = self.agent.token_request(tenant.issuer, "probe-user")
+            r = await client.post(tenant.token_endpoint, content=body, headers=headers)
+            r.raise_for_status()
+            self.token = r.json()["access_token"]
+
+    @property
+    def _tenant(self) -> Any:
+        assert self.stack.tenant is not None
+        return self.stack.tenant
+
+    async def propose(self, n: int) -> None:
+        """``n`` proposed operations of the probe tenant (a batch of its own IDs) for the confirms."""
+        self.batch += 1
+        async with self.pool.acquire() as conn, conn.transaction():
+            ids = [f"op_probe{self.batch}_{i}" for i in range(n)]
+            await conn.execute(
+                "INSERT INTO operations (id, tenant_id, kind, client_id, user_id, session_id, state, revision,"
+                " expires_at, created_at, updated_at)"
+                " SELECT id, $1, 'order.place', $2, 'probe-user', 'ses_probe', 'proposed', 1, now() + interval '1 day',"
+                " now(), now() FROM unnest($3::text[]) AS id", self._tenant.id, self.agent.client_id, ids)
+            await conn.execute(
+                "INSERT INTO operation_revisions (operation_id, tenant_id, revision, summary, user_approval_required,"
+                " expires_at, created_at) SELECT id, $1, 1, 'Place an order', true, now() + interval '1 day', now()"
+                " FROM unnest($2::text[]) AS id", self._tenant.id, ids)
+        self.proposed = ids
+
+
+async def _http(stack: Stack, n: int, concurrency: int, make: Callable[[], tuple[str, bytes, dict[str, str]]]
+                ) -> tuple[Summary, float, int]:
+    """``n`` POSTs (``make`` builds each, before the timed window), ``concurrency`` in flight."""
+    import httpx
+
+    requests = [make() for _ in range(n)]
+    latencies: list[float] = []
+    errors = 0
+    meter = CpuMeter({"issuer": stack.issuer_proc.pid if stack.issuer_proc else None})
+    async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_keepalive_connections=concurrency)) as client:
+        queue = iter(requests)
+
+        async def worker() -> None:
+            nonlocal errors
+            for url, body, headers in queue:
+                t0 = time.perf_counter()
+                r = await client.post(url, content=body, headers=headers)
+                latencies.append(time.perf_counter() - t0)
+                errors += r.status_code != 200
+
+        meter.start()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        used = meter.stop()
+    return summarize(latencies), 1000 * used.get("issuer", 0.0) / n, errors
+
+
+async def _in_process(n: int, call: Callable[[int], Awaitable[Any]]) -> Summary:
+    for i in range(min(5, n)):  # warm the pool's prepared statements
+        await call(i)
+    latencies = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        await call(i)
+        latencies.append(time.perf_counter() - t0)
+    return summarize(latencies)
+
+
+async def measure(probe: Probe, args: argparse.Namespace) -> dict[str, tuple[Summary, float | None, int]]:
+    """Every path once; answers (latency, issuer CPU ms per request or None, errors) by path."""
+    from urllib.parse import urlencode
+
+    from frontdoor_identity.agents import list_agents
+    from frontdoor_operations import ledger, overview
+    from frontdoor_sessions import session_directory
+    from frontdoor_tenancy import audit
+    from frontdoor_webhooks.messages import list_messages
+
+    tenant, stack = probe._tenant, probe.stack
+    out: dict[str, tuple[Summary, float | None, int]] = {}
+    counter = iter(range(10**9))
+
+    def grant() -> tuple[str, bytes, dict[str, str]]:
+        body, headers = probe.agent.token_request(tenant.issuer, f"user-{next(counter)}")
+        return tenant.token_endpoint, body, headers
+
+    introspect_body = urlencode({"token": probe.token}).encode()
+    introspect_headers = {"content-type": "application/x-www-form-urlencoded",
+                          "authorization": f"Bearer {probe.credential}"}
+
+    def introspect() -> tuple[str, bytes, dict[str, str]]:
+        return f"{tenant.issuer}/oauth/introspect", introspect_body, introspect_headers
+
+    for name, make in (("Session grant", grant), ("introspection", introspect)):
+        await _http(stack, 20, args.concurrency, make)  # warm-up: caches, connections
+        summary, cpu, errors = await _http(stack, args.requests, args.concurrency, make)
+        out[name] = (summary, cpu, errors)
+
+    await probe.propose(args.calls + 5)
+    now = datetime.now(UTC)
+
+    fresh = iter(probe.proposed)
+
+    async def confirm(_: int) -> None:
+        operation_id = next(fresh)  # each confirm its own proposed operation (warm-up included)
+        async with probe.pool.acquire() as conn:
+            op, won = await ledger.confirm(conn, tenant.id, operation_id, revision=1, approved_by="user",
+                                           via="agent", now=datetime.now(UTC))
+            if won is None:
+                raise RuntimeError(f"confirm of {operation_id} did not win: {op.state}")
+
+    async def overview_page(_: int) -> None:
+        async with probe.pool.acquire() as conn:
+            await overview.delivery_health(conn, tenant.id, now=now)
+            await overview.failed_attempts_by_day(conn, tenant.id, since=now - timedelta(days=30))
+            await overview.daily_operations(conn, tenant.id, since=now - timedelta(days=30))
+            await overview.count_by_state(conn, tenant.id, since=now - timedelta(days=1))
+            await overview.count_stuck(conn, tenant.id, now=now)
+
+    async def list_pages(_: int) -> None:
+        async with probe.pool.acquire() as conn:
+            await session_directory.list_sessions(conn, tenant.id)
+            await overview.list_filtered(conn, tenant.id, ledger.ListFilters(), now=now)
+            await list_agents(conn, tenant.id)
+            await audit.list_entries(conn, tenant.id)
+            await list_messages(conn, tenant.id)
+
+    for name, call in (("confirm (SQL)", confirm), ("dashboard overview", overview_page),
+                       ("dashboard lists", list_pages)):
+        out[name] = (await _in_process(args.calls, call), None, 0)
+    return out
+
+
+def report(base: dict[str, tuple[Summary, float | None, int]], large: dict[str, tuple[Summary, float | None, int]],
+           size: dict[str, int]) -> tuple[list[str], bool, int]:
+    many = f"{size['tenants']:,} tenants p50"
+    lines = [f"{'path':<20} {'1 tenant p50':>13} {'p99':>9}   {many:>18} {'p99':>9}"
+             f"   {'ratio p50':>9}  {'issuer CPU/req':>18}"]
+    met, errors = True, 0
+    for name, (b, b_cpu, b_err) in base.items():
+        big, l_cpu, l_err = large[name]
+        ratio = big.p50_ms / b.p50_ms if b.p50_ms else float("inf")
+        ok = ratio <= TARGET_RATIO
+        met &= ok
+        errors += b_err + l_err
+        cpu = f"{b_cpu:.2f} -> {l_cpu:.2f} ms" if b_cpu is not None and l_cpu is not None else ""
+        lines.append(f"{name:<20} {fmt_ms(b.p50_ms):>13} {fmt_ms(b.p99_ms):>9}   {fmt_ms(big.p50_ms):>18}"
+                     f" {fmt_ms(big.p99_ms):>9}   {ratio:>8.2f}x  {cpu:>18}  {'ok' if ok else 'ABOVE 1.2'}")
+    return lines, met, errors
+
+
+async def explain(probe: Probe) -> list[str]:
+    from frontdoor_devstack.query_plans import exercise_hot_paths, sequential_scans
+
+    async with probe.pool.acquire() as conn:
+        await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+        tx = conn.transaction()
+        await tx.start()
+        try:
+            plans = await exercise_hot_paths(conn)
+        finally:
+            await tx.rollback()
+    lines = []
+    for p in plans:
+        scans = [f"{n['Node Type']} {n.get('Index Name') or n.get('Relation Name', '')}" for n in p.nodes()
+                 if "Relation Name" in n or "Index Name" in n]
+        lines.append(f"  [{p.path}] {p.sql[:100]}\n      {'; '.join(scans)}")
+    async with probe.pool.acquire() as conn:
+        rows = {r["relname"]: r["reltuples"] for r in await conn.fetch(
+            "SELECT relname, reltuples FROM pg_class WHERE relkind IN ('r', 'i')")}
+    # A Seq Scan of an empty table (a future month's partition, DEFAULT) or of a few hundred
+    # rows is the right plan; only the others count.
+    small = frozenset(name for name, tuples in rows.items() if tuples < 1000)
+    seq = sequential_scans(plans, ignore=small)
+    lines.append(f"  full scans of tables or indexes with 1,000+ rows: {len(seq)}")
+    lines += [f"    {path}: Seq Scan on {table}: {sql[:120]}" for path, table, sql in seq]
+    return lines
+
+
+async def run(stack: Stack, args: argparse.Namespace) -> int:
+    from frontdoor_devstack.scale_seed import ScalePlan, seed
+
+    size = dict(SIZES["full" if args.full else "quick" if args.quick else "default"])
+    size.update({k: getattr(args, k) for k in size if getattr(args, k) is not None})
+    probe = Probe(stack)
+    await probe.setup()
+    print(f"scale  (probe tenant '{probe._tenant.slug}', issuer under granian with 1 worker, "
+          f"{args.requests} HTTP requests x {args.concurrency} in flight, {args.calls} in-process calls; "
+          "figures from a shared machine are noisy: read the ratios)")
+    warm = argparse.Namespace(**{**vars(args), "requests": max(args.requests // 4, 20), "calls": max(args.calls // 4, 10)})
+    await measure(probe, warm)  # discarded: imports, caches and prepared statements warm before the baseline
+    base = await measure(probe, args)
+    print(f"seeding {size['tenants']:,} tenants, {size['sessions']:,} Sessions, {size['operations']:,} operations,"
+          f" {size['attempts']:,} delivery attempts ...")
+    import asyncpg
+
+    started = time.perf_counter()
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        await seed(conn, ScalePlan(**size), template_tenant_id=probe._tenant.id, kek_value=stack.kek_value)
+        db_size = await conn.fetchval("SELECT pg_size_pretty(pg_database_size(current_database()))")
+    finally:
+        await conn.close()
+    print(f"seeded in {time.perf_counter() - started:.0f} s; database {db_size}")
+    large = await measure(probe, args)
+    lines, met, errors = report(base, large, size)
+    print("\n".join(lines))
+    print(f"target: every ratio <= {TARGET_RATIO} ({'met' if met else 'MISSED'}); errors {errors}")
+    if args.explain:
+        print("\n".join(await explain(probe)))
+    await probe.pool.close()
+    return 1 if errors else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    install_signal_handlers()
+    args = parse_args(argv)
+    with Stack() as stack:  # databases and migrations start outside the event loop (they run their own)
+        stack.start_issuer(workers=1)
+        return asyncio.run(run(stack, args))
+
+
+if __name__ == "__main__":
+    try:
+        raise SystemExit(main())
+    except KeyboardInterrupt:
+        print("interrupted; servers stopped", file=sys.stderr)
+        raise SystemExit(130) from None
