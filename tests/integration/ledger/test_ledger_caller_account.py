@@ -25,6 +25,6 @@ async def test_a_0_2_caller_naming_another_account_is_refused(shop: Shop, agent:
     caller = {"session_id": tokens["session_id"], "client_id": agent.client_id, "user_id": user,
               "account": unique("acct_")}
     r = await shop.propose(tokens, agent, user, caller=caller)
-    assert r.status_code == 409 and r.json()["error"] == "session_inactive", r.text
+    assert r.status_code == 409 and r.json()["code"] == "session_inactive", r.text
     listed = (await shop.ledger.get(f"/{shop.tenant.slug}/v1/operations", headers=shop.api)).json()
     assert listed["items"] == []

@@ -236,7 +236,7 @@ async def test_handoff_take_over_close(desk: Desk, agent: TestAgent) -> None:
                         {"message": {"id": unique("msg_"), "sender": "agent", "text": "Still there?"}})
     assert r.status_code == 409 and r.json()["error"] == "conversation_closed"
     r = await desk.api("POST", f"/{cid}/messages", {"message": {"text": "Late"}})
-    assert r.status_code == 409 and r.json()["error"] == "conversation_closed"
+    assert r.status_code == 409 and r.json()["code"] == "conversation_closed"
 
 
 async def test_direct_conversation_holds_its_parent(desk: Desk, agent: TestAgent) -> None:
@@ -297,7 +297,7 @@ async def test_two_tenants_are_isolated(desk: Desk, agent: TestAgent, console: A
                                ("POST", f"/{cid}/close", None), ("POST", f"/{cid}/forget-events", {}),
                                ("POST", f"/{cid}/responder", {"responder": "human"})):
         r = await b.api(method, path, body)
-        assert r.status_code == 404 and r.json()["error"] == "conversation_not_found", (path, r.text)
+        assert r.status_code == 404 and r.json()["code"] == "conversation_not_found", (path, r.text)
     # A's credential at B's path is refused; A's conversation is unknown at B's endpoint.
     r = await b.api("GET", "", credential=desk.company.credential)
     assert r.status_code == 401

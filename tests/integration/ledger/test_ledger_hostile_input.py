@@ -38,8 +38,8 @@ async def test_a_bad_proposal_is_refused_cleanly(shop: Shop, agent: TestAgent, o
     tokens = await shop.company.sign_in(agent, user, unique("acct_"))
     r = await shop.propose(tokens, agent, user, **over)
     assert 400 <= r.status_code < 500, r.text
-    assert r.headers["content-type"].startswith("application/json")
-    assert set(r.json()) <= {"error", "error_description"}
+    assert r.headers["content-type"].startswith("application/problem+json")  # RFC 9457, like the console
+    assert set(r.json()) <= {"type", "title", "status", "code", "detail", "request_id"}
     assert CANARY not in r.text
 
 
@@ -47,7 +47,7 @@ async def test_a_bad_proposal_is_refused_cleanly(shop: Shop, agent: TestAgent, o
 async def test_unparseable_bodies(shop: Shop, raw: bytes) -> None:
     r = await shop.ledger.post(f"/{shop.tenant.slug}/v1/operations", content=raw,
                                headers={**shop.api, "Content-Type": "application/json"})
-    assert r.status_code == 400 and r.json()["error"] == "invalid_request"
+    assert r.status_code == 400 and r.json()["code"] == "invalid_request"
 
 
 async def test_an_oversized_body_is_refused(shop: Shop) -> None:
@@ -63,7 +63,7 @@ async def test_the_ledger_api_needs_a_credential(shop: Shop, auth: str | None) -
                          ("POST", "/v1/operations/op_x/outcome"), ("POST", "/v1/operations/op_x/revisions"),
                          ("POST", "/v1/operations/op_x/confirm")]:
         r = await shop.ledger.request(method, f"/{shop.tenant.slug}{path}", headers=headers, json={})
-        assert r.status_code == 401 and r.json()["error"] == "invalid_client", (method, path, r.text)
+        assert r.status_code == 401 and r.json()["code"] == "invalid_client", (method, path, r.text)
         assert CANARY not in r.text
 
 
@@ -125,7 +125,7 @@ async def test_outcome_reports_are_checked(shop: Shop, agent: TestAgent) -> None
         assert CANARY not in r.text
     early = await shop.ledger.post(path, json={"outcome": "succeeded", "result": {"summary": "Done"}},
                                    headers=shop.api)
-    assert early.status_code == 409 and early.json()["error"] == "not_in_progress"
+    assert early.status_code == 409 and early.json()["code"] == "not_in_progress"
 
 
 async def test_too_many_requests_from_one_session(shop: Shop, agent: TestAgent, monkeypatch: Any) -> None:

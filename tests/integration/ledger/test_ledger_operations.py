@@ -77,7 +77,7 @@ async def test_an_agent_without_the_extension_gets_no_operation(shop: Shop, web:
     plain = operations_agent(web, extensions={})
     user, tokens = await signed_in(shop, plain)
     r = await shop.propose(tokens, plain, user)
-    assert r.status_code == 403 and r.json()["error"] == "extension_required"
+    assert r.status_code == 403 and r.json()["code"] == "extension_required"
     listed = await shop.ledger.get(f"/{shop.tenant.slug}/v1/operations", headers=shop.api)
     assert listed.json()["items"] == []
 
@@ -191,7 +191,7 @@ async def test_an_unknown_outcome_stays_in_progress_until_the_company_reports(sh
     conflict = await shop.ledger.post(f"/{shop.tenant.slug}/v1/operations/{op['operation_id']}/outcome",
                                       headers=shop.api,
                                       json={"outcome": "failed", "result": {"summary": "nothing"}})
-    assert conflict.status_code == 409 and conflict.json()["error"] == "outcome_conflict"
+    assert conflict.status_code == 409 and conflict.json()["code"] == "outcome_conflict"
 
 
 async def test_an_unparseable_2xx_is_an_unknown_outcome(shop: Shop, agent: TestAgent) -> None:

@@ -31,9 +31,9 @@ async def test_another_agents_sid_or_user_is_refused(shop: Shop1, agent: Pap10Ag
     await shop.seen(db, agent, user)
     other = new_agent(web, clock)
     r = await shop.propose(user.sid, other, user)  # the sid is unique per client_id only
-    assert r.status_code == 409 and r.json()["error"] == "session_inactive", r.text
+    assert r.status_code == 409 and r.json()["code"] == "session_inactive", r.text
     r = await shop.propose(user.sid, agent, Session(sub=user.sub + "x", sid=user.sid))
-    assert r.status_code == 409 and r.json()["error"] == "session_inactive", r.text
+    assert r.status_code == 409 and r.json()["code"] == "session_inactive", r.text
 
 
 async def test_a_1_0_proposal_binds_to_the_account_the_company_passes(shop: Shop1, agent: Pap10Agent,
@@ -54,4 +54,4 @@ async def test_an_ended_1_0_session_cannot_be_proposed_for(shop: Shop1, agent: P
                                     headers=shop.tenant.auth)
         assert r.status_code == 200
     r = await shop.propose(ses, agent, user)
-    assert r.status_code == 409 and r.json()["error"] == "session_inactive", r.text
+    assert r.status_code == 409 and r.json()["code"] == "session_inactive", r.text

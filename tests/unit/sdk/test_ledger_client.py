@@ -257,3 +257,40 @@ async def test_a_pap10_caller_names_frontdoors_session_and_its_tokens_account() 
                         account=None, scopes=frozenset(), token_type=None, profile="1.0", frontdoor_session_id="ses_9")
     await client.propose(signed_out, kind="order.place", summary="s")
     assert body_of(seen[1])["caller"] == {"session_id": "ses_9", "client_id": CLIENT_ID, "user_id": "usr_1"}
+
+
+def problem(status: int, code: str, detail: str, **extra: Any) -> httpx.Response:
+    """The ledger's refusal as it is on the wire: RFC 9457 problem details."""
+    return httpx.Response(status, headers={"Content-Type": "application/problem+json"}, content=json.dumps({
+        "type": f"https://frontdoor.dev/problems/{code}", "title": "Conflict", "status": status, "code": code,
+        "detail": detail, "request_id": "req_1", **extra}).encode())
+
+
+async def test_a_problem_refusal_keeps_the_public_codes() -> None:
+    client, _ = ledger(lambda _: problem(403, "extension_required", "The agent does not support the operations "
+                                                                      "extension."))
+    with pytest.raises(LedgerRefused) as raised:
+        await client.propose(CALLER, kind="order.place", summary="s")
+    error = raised.value
+    assert (error.code, error.status) == ("extension_required", 403)
+    assert error.description == "The agent does not support the operations extension."
+    assert error.refusal().body["extension"] == "operations"  # the agent's answer names the extension
+    assert error.body["request_id"] == "req_1"
+
+
+async def test_a_problem_terms_changed_carries_the_current_operation_and_session_inactive_maps() -> None:
+    current = {**OPERATION, "revision": 3}
+    client, _ = ledger(lambda _: problem(409, "terms_changed", "The terms changed.", operation=current))
+    with pytest.raises(LedgerRefused) as raised:
+        await client.confirm_on_website("op_1", 2, "ses_1")
+    assert (raised.value.code, raised.value.operation) == ("terms_changed", current)
+    client, _ = ledger(lambda _: problem(409, "session_inactive", "That Session is not live."))
+    with pytest.raises(LedgerRefused) as inactive:
+        await client.propose(CALLER, kind="order.place", summary="s")
+    assert (inactive.value.refusal().status, inactive.value.refusal().error) == (401, "invalid_token")
+
+
+async def test_a_problem_credential_refusal_is_still_a_configuration_error() -> None:
+    client, _ = ledger(lambda _: problem(401, "invalid_client", "Authenticate with a resource-server credential."))
+    with pytest.raises(LedgerCredentialRefused):
+        await client.get("op_1")

@@ -120,12 +120,13 @@ class LedgerRefused(LedgerError):
     """Frontdoor refused the request itself (HTTP 4xx), e.g. ``extension_required``.
 
     Attributes:
-        code: The ``error`` value: ``extension_required``, ``invalid_request``,
+        code: The problem's ``code``: ``extension_required``, ``invalid_request``,
             ``unknown_kind``, ``session_inactive``, ``operation_not_found``,
             ``not_proposed``, ``terms_changed``, ``outcome_conflict``, ...
         status: The HTTP status Frontdoor answered.
-        description: Frontdoor's ``error_description``, if any.
-        body: The whole refusal body (``terms_changed`` carries the current ``operation``).
+        description: The problem's ``detail``, if any.
+        body: The whole problem document (``application/problem+json``; ``terms_changed``
+            carries the current ``operation``, ``insufficient_scope`` the ``scope``).
     """
 
     def __init__(self, code: str, status: int, description: str | None = None,
@@ -564,8 +565,9 @@ class FrontdoorLedger:
             body = None
         if not isinstance(body, dict):
             return LedgerRefused("refused", response.status_code)
-        error = body.get("error")
-        description = body.get("error_description")
+        # RFC 9457 problem details (``code``, ``detail``); the earlier ``error`` shape still read.
+        error = body.get("code", body.get("error"))
+        description = body.get("detail", body.get("error_description"))
         return LedgerRefused(
             error[:64] if isinstance(error, str) and error else "refused",
             response.status_code,

@@ -44,6 +44,7 @@ from .context import LedgerContext
 from .conversations_hub import ConversationsHub
 from .delegated_auth import delegated_callers
 from .http import agent_conversations, agent_operations, company_api, company_conversations, openapi
+from .http.problems import company_problem, is_company_path
 from .performer import Performer
 
 __all__ = ["create_app"]
@@ -52,17 +53,27 @@ __all__ = ["create_app"]
 _OUTBOXES = (OutboxTable("outbox_events"), OutboxTable("session_events"))
 
 
-def _error(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, str]]:
+def _error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    """Litestar's own refusals and crashes: a problem on the ledger API (``/{slug}/v1/...``),
+    the protocol's ``{"error", "error_description"}`` everywhere else."""
+    company = is_company_path(request.url.path)
     headers = {"Cache-Control": "no-store"}
-    if isinstance(exc, NotFoundException):
-        return Response({"error": "not_found", "error_description": "No such resource."}, status_code=404,
-                        headers=headers)
     if isinstance(exc, HTTPException) and exc.status_code < 500:
+        if isinstance(exc, NotFoundException):
+            if company:
+                return company_problem(404, "not_found", "No such resource.")
+            return Response({"error": "not_found", "error_description": "No such resource."}, status_code=404,
+                            headers=headers)
+        if company:
+            return company_problem(exc.status_code, "invalid_request", "The request is not valid.")
         return Response({"error": "invalid_request", "error_description": "The request is not valid."},
                         status_code=exc.status_code, headers=headers)
     import structlog
 
     structlog.get_logger("frontdoor.ledger").error("unhandled_exception", exc_info=exc)
+    if company:
+        return company_problem(500, "server_error", "Something went wrong on our side. Quote the request_id "
+                                                   "if you contact us.")
     return Response({"error": "server_error", "error_description": "Something went wrong on our side."},
                     status_code=500, headers=headers)
 
@@ -126,8 +137,9 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
     configure_logging(level=settings.log_level, fmt=settings.log_format)
     configure_tracing("frontdoor-ledger", otlp_endpoint=settings.otel_exporter_otlp_endpoint)
     return Litestar(
-        route_handlers=[*health_routes("ledger"), *agent_operations.routes, *company_api.routes,
-                      *agent_conversations.routes, *company_conversations.routes, *openapi.routes],
+        route_handlers=[*health_routes("ledger"), *openapi.describe([
+            *agent_operations.routes, *company_api.routes, *agent_conversations.routes,
+            *company_conversations.routes]), *openapi.routes],
         lifespan=[lifespan, metrics_lifespan("ledger", settings.metrics_port, samplers=[_sample_backlog])],
         # Refusals raised by authentication and dependencies, and the use cases' domain errors.
         exception_handlers={HTTPException: _error, Exception: _error, Refused: _refused,
@@ -136,6 +148,6 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
                     lambda app: SecurityHeadersMiddleware(app, hsts=not settings.is_dev)],
         plugins=[opentelemetry_plugin()],  # server spans named by route template; traceparent honoured
         request_max_body_size=settings.max_body_bytes,
-        openapi_config=None,
+        openapi_config=openapi.OPENAPI_CONFIG,  # the document: GET /openapi.json
         debug=False,
     )

@@ -1,8 +1,9 @@
 """The ledger API a company calls (``{ledger}/{slug}/v1/operations``), with its resource-server credential.
 
 Propose, revise, report an outcome, read, list, and confirm from the company's own website.
-docs/operations.md is the reference; the OpenAPI description is at ``/{slug}/v1/openapi.json``.
-Every refusal is ``{"error", "error_description"}``; nothing echoes the request.
+docs/operations.md is the reference; the OpenAPI description is at ``{ledger}/openapi.json``.
+Every refusal is RFC 9457 ``application/problem+json`` (``code`` the stable error code, as
+in the management API); nothing echoes the request.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import base64
 import re
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 from frontdoor_core.errors import Conflict, DomainError, Invalid, NotFound
@@ -23,11 +24,12 @@ from frontdoor_sessions import identify_credential, session_store
 from litestar import Request, Response, get, post
 from litestar.datastructures import State
 from litestar.di import Provide
-from litestar.params import FromPath
+from litestar.params import FromPath, Parameter
 
 from ..agent_auth import Refused
 from ..context import LedgerContext, LedgerTenant
 from .agent_operations import confirm_flow
+from .problems import COMPANY_STATUS, as_company_problem, company_problem, is_company_path
 
 __all__ = ["domain_error", "routes"]
 
@@ -36,20 +38,25 @@ _SAFE_PATH = re.compile(r"\$(\.[a-z_]{1,40}|\[[0-9]{1,6}\])*")
 _LIMIT = re.compile(r"[0-9]{1,3}")
 _AGENT_SID = re.compile(r"[A-Za-z0-9_-]{1,256}")  # a 1.0 sid [Q14]
 _OLDEST = datetime(2000, 1, 1, tzinfo=UTC)
-_STATUS = {"invalid": 400, "not_found": 404, "conflict": 409, "forbidden": 403, "unavailable": 503}
 OPERATIONS_EXTENSION = "operations"
 OPERATIONS_VERSION = "1"
 
 
 def _error(status: int, code: str, description: str, headers: dict[str, str] | None = None) -> Response[Any]:
-    return Response({"error": code, "error_description": description}, status_code=status,
-                    headers={**_NO_STORE, **(headers or {})})
+    return company_problem(status, code, description, headers)
 
 
-def domain_error(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
-    """The app's handler for a use case's refusal: ``{"error", "error_description"}``, its status."""
+def domain_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    """The app's handler for a use case's refusal, with its status: a problem on the ledger API,
+    ``{"error", "error_description"}`` at the agents' endpoints."""
     assert isinstance(exc, DomainError)
-    return _error(_STATUS.get(exc.kind, 400), exc.code, exc.detail)
+    status = COMPANY_STATUS.get(exc.kind, 400)
+    retry = getattr(exc, "retry_after", None)
+    headers = {"Retry-After": str(retry)} if retry is not None else None
+    if is_company_path(request.url.path):
+        return _error(status, exc.code, exc.detail, headers)
+    return Response({"error": exc.code, "error_description": exc.detail}, status_code=status,
+                    headers={**_NO_STORE, **(headers or {})})
 
 
 async def provide_company(slug: FromPath[str], request: Request[Any, Any, Any], state: State) -> LedgerTenant:
@@ -253,28 +260,30 @@ def _time(value: str | None, name: str) -> datetime | None:
 
 
 @get("/{slug:str}/v1/operations", dependencies=_COMPANY)
-async def list_all(company: LedgerTenant, request: Request[Any, Any, Any], state: State) -> Response[Any]:
+async def list_all(company: LedgerTenant, request: Request[Any, Any, Any], state: State, *,
+                   state_filter: Annotated[str | None, Parameter(query="state")] = None,
+                   kind: str | None = None, account: str | None = None, client_id: str | None = None,
+                   since: str | None = None, until: str | None = None, limit: str | None = None,
+                   cursor: str | None = None, needs_attention: str | None = None) -> Response[Any]:
+    """``state``, ``kind``, ``account``, ``client_id``, ``since``/``until`` (ISO 8601 with a zone),
+    ``needs_attention=true``, ``limit`` (1-200, default 50), ``cursor`` (a ``next_cursor``)."""
     ctx: LedgerContext = state.ctx
-    q = request.query_params
-    if any("\x00" in value or len(value) > 2048 for value in q.values()):
+    if any("\x00" in value or len(value) > 2048 for value in request.query_params.values()):
         raise Invalid("invalid_request", "A query parameter is not acceptable.")
-    state_filter = q.get("state")
     if state_filter is not None and state_filter not in _STATES:
         raise Invalid("invalid_request", "state must be one of " + ", ".join(_STATES) + ".")
-    limit_text = q.get("limit", "50")
+    limit_text = "50" if limit is None else limit
     if not _LIMIT.fullmatch(limit_text) or not 1 <= int(limit_text) <= 200:
         raise Invalid("invalid_request", "limit must be 1 to 200.")
-    filters = ListFilters(state=state_filter, kind=q.get("kind"), account=q.get("account"),
-                          client_id=q.get("client_id"), since=_time(q.get("since"), "since"),
-                          until=_time(q.get("until"), "until"),
-                          attention=q.get("needs_attention") == "true" or None)
-    cursor = q.get("cursor")
+    filters = ListFilters(state=state_filter, kind=kind, account=account, client_id=client_id,
+                          since=_time(since, "since"), until=_time(until, "until"),
+                          attention=needs_attention == "true" or None)
     before = _parse_cursor(cursor) if cursor else None
-    limit = int(limit_text)
+    count = int(limit_text)
     async with ctx.pool.acquire() as conn:
-        ops = await ledger.list_operations(conn, company.tenant_id, filters, limit=limit + 1, before=before)
-    more = len(ops) > limit
-    ops = ops[:limit]
+        ops = await ledger.list_operations(conn, company.tenant_id, filters, limit=count + 1, before=before)
+    more = len(ops) > count
+    ops = ops[:count]
     return Response({"items": [_company_view(op) for op in ops],
                      "next_cursor": _cursor(ops[-1]) if more and ops else None},
                     status_code=200, headers=_NO_STORE)
@@ -304,7 +313,7 @@ async def confirm_on_website(company: LedgerTenant, operation_id: FromPath[str],
                                   via="website")
     if response.status_code == 200 and isinstance(response.content, dict):
         return Response({"operation": response.content}, status_code=200, headers=dict(response.headers))
-    return response
+    return as_company_problem(response)
 
 
 routes = [propose, revise, report_outcome, read, list_all, confirm_on_website]
