@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 from frontdoor_core.errors import Unavailable
+from frontdoor_core.redis_keys import shard
 from frontdoor_protocol.errors import ProtocolError
 from frontdoor_tenancy.issuer_settings import MediatedSettings
 from joserfc import jwt
@@ -229,14 +230,14 @@ class MediatedSignIns:
 
     async def _limit(self, tenant: TenantIssuer, offer: MediatedSettings, caller: MediatedCaller) -> None:
         t = tenant.tenant_id
-        await self._deps.limit(f"med:agent:{t}:{caller.client_id}", offer.attempts_per_agent_per_minute,
+        await self._deps.limit(f"med:agent:{shard(t)}:{caller.client_id}", offer.attempts_per_agent_per_minute,
                                "mediated-per-agent")
-        await self._deps.limit(f"med:user:{t}:{caller.client_id}:{caller.user_id}",
+        await self._deps.limit(f"med:user:{shard(t)}:{caller.client_id}:{caller.user_id}",
                                offer.attempts_per_user_per_minute, "mediated-per-user")
 
     @staticmethod
     def _key(tenant: TenantIssuer, sign_in_id: str) -> str:
-        return f"med:pending:{tenant.tenant_id}:{sign_in_id}"
+        return f"med:pending:{shard(tenant.tenant_id)}:{sign_in_id}"
 
     async def _keep(self, key: str, pending: _Pending) -> None:
         ttl = max(pending.expires_at - int(self._deps.clock().timestamp()), 1)
