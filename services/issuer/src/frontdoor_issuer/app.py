@@ -50,6 +50,7 @@ from litestar.exceptions import HTTPException, NotFoundException
 from litestar.static_files import create_static_files_router
 from litestar.template.config import TemplateConfig
 
+from . import openapi
 from .context import IssuerContext, nonce_secret
 from .http import (
     account_agents,
@@ -155,6 +156,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
                         *poppy_state.routes,  # PAP 1.0: agent keys and Session state for the sdk
                         *browser_join_pages.routes,  # PAP 1.0: the hosted browser join (ADR 0004 §8)
                         *ssf.routes,  # Shared Signals transmitter for the sdk (ADR 0005)
+                        *openapi.routes,  # GET /openapi.json: the company-facing routes
                         create_static_files_router(path="/_static", directories=[_HERE / "static"],
                                                    include_in_schema=False)],
         lifespan=[lifespan, metrics_lifespan("issuer", settings.metrics_port)],
