@@ -17,7 +17,7 @@ if __package__ in (None, ""):  # run as a script: make ``bench`` importable
 import argparse
 from typing import Any
 
-from bench import sdk_verify, session_grant
+from bench import conversation_fanout, sdk_verify, session_grant
 from bench._common import KEYCLOAK_GRANTS_PER_VCPU, fmt_ms
 
 
@@ -51,6 +51,14 @@ def summary_lines(grant: dict[str, Any], sdk: dict[str, Any]) -> tuple[list[str]
     return lines, ratio_ok and crypto_ok
 
 
+def fanout_line(fanout: dict[str, Any]) -> str:
+    """The hosted conversations' fan-out beside its same-run baseline (no target in the quality bar)."""
+    f, e = fanout["fanout"], fanout["empty_round_trip"]
+    return (f"  conversation reply → {fanout['agents']} long polls : p50 {fmt_ms(f.p50_ms)}, p99 {fmt_ms(f.p99_ms)}; "
+            f"empty round trip p50 {fmt_ms(e.p50_ms)}, p99 {fmt_ms(e.p99_ms)} ({f.p99_ms / e.p99_ms:.1f}x at p99); "
+            f"woken {fanout['woken']}/{fanout['agents']}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     common = ["--quick"] if args.quick else []
@@ -58,9 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     print()
     sdk = sdk_verify.main(common)
     print()
+    fanout = conversation_fanout.main(common)
+    print()
     lines, met = summary_lines(grant, sdk)
-    print("\n".join(lines))
-    if grant["errors"] or sdk["errors"]:
+    print("\n".join([*lines, fanout_line(fanout)]))
+    if grant["errors"] or sdk["errors"] or not fanout["ok"]:
         return 1
     return 1 if args.strict and not met else 0
 

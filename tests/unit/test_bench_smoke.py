@@ -154,3 +154,15 @@ def test_the_receiver_process_counts_deliveries_per_webhook_id() -> None:
         assert stats["keys_with_several_ids"] == []
     finally:
         receiver.stop()
+
+
+def test_conversation_fanout_flags_and_summary_line() -> None:
+    from bench import conversation_fanout
+
+    args = conversation_fanout.parse_args([])
+    assert (args.agents, args.rate, args.quick) == (1000, 50.0, False)
+    assert conversation_fanout.parse_args(["--quick"]).quick
+    fanout = {"fanout": _common.summarize([0.010, 0.030]), "empty_round_trip": _common.summarize([0.001, 0.002]),
+              "agents": 2, "woken": 2}
+    line = run_all.fanout_line(fanout)
+    assert "2 long polls" in line and "woken 2/2" in line and "x at p99" in line
