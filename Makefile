@@ -9,7 +9,7 @@ PACKAGES := libs/core libs/protocol libs/tenancy libs/identity libs/sessions lib
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test test-fast check lint typecheck imports schemas fmt bench clean-data
+.PHONY: help install run test test-fast check lint typecheck imports schemas openapi fmt bench clean-data
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -46,7 +46,10 @@ imports: $(STAMP) ## import-linter contracts
 schemas: $(STAMP) ## Check docs/webhooks/schemas is what the event payload structs generate
 	$(PY) scripts/export_webhook_schemas.py --check
 
-check: lint typecheck imports schemas ## Lint, type checks, import contracts, generated webhook schemas
+openapi: $(STAMP) ## Check docs/api holds the OpenAPI documents the console, ledger and issuer generate
+	$(PY) scripts/export_openapi.py --check
+
+check: lint typecheck imports schemas openapi ## Lint, type checks, import contracts, generated schemas and OpenAPI
 
 bench: $(STAMP) ## Benchmarks (each prints a ratio against a same-run baseline)
 	$(PY) bench/run_all.py

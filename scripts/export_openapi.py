@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
-"""Write the management API's OpenAPI document to ``docs/api/openapi-console.json``.
+"""Write the OpenAPI documents of the console, the ledger and the issuer to ``docs/api/``.
 
-    .venv/bin/python scripts/export_openapi.py            # (re)write the file
-    .venv/bin/python scripts/export_openapi.py --check    # exit 1 if the file is stale
-    .venv/bin/python scripts/export_openapi.py --output -  # print to stdout
+    .venv/bin/python scripts/export_openapi.py                     # (re)write all three
+    .venv/bin/python scripts/export_openapi.py --check             # exit 1 if any file is stale
+    .venv/bin/python scripts/export_openapi.py ledger --output -   # print one to stdout
 
-The console app is built with placeholder settings and never started: the schema comes
-from the route handlers alone, so no database, Redis or real key is needed, and the
-output does not depend on the caller's environment. The result is the document a
-running console serves at ``/api/v1/openapi.json``.
+- ``openapi-console.json``: the management API (served at ``{console}/api/v1/openapi.json``);
+- ``openapi-ledger.json``: the agents' operations and conversations endpoints and the
+  company's ledger API (``{ledger}/openapi.json``);
+- ``openapi-issuer.json``: the issuer's company-facing routes (``{issuer}/openapi.json``).
+
+Each app is built with placeholder settings and never started: the documents come from
+the route handlers alone, so no database, Redis or real key is needed, and the output does
+not depend on the caller's environment. ``make check`` and a unit test run ``--check``.
 """
 
 from __future__ import annotations
@@ -16,24 +20,51 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_OUTPUT = ROOT / "docs" / "api" / "openapi-console.json"
+DOCS = ROOT / "docs" / "api"
 
-# Never used to encrypt anything: the app is only built, not started.
+# Never used to encrypt anything: the apps are only built, not started.
 _PLACEHOLDER_ENV = {"FRONTDOOR_ENV": "dev", "FRONTDOOR_KEK": "placeholder-not-a-key"}
 
 
-def build_schema() -> dict[str, Any]:
-    """The console's OpenAPI document as plain JSON values."""
-    from frontdoor_console.app import create_app
+def _settings() -> Any:
     from frontdoor_core.settings import load_settings
 
-    app = create_app(load_settings(_PLACEHOLDER_ENV))
-    schema: dict[str, Any] = app.openapi_schema.to_schema()
+    return load_settings(_PLACEHOLDER_ENV)
+
+
+def console_schema() -> dict[str, Any]:
+    """The management API's document (Litestar's, as the console serves it)."""
+    from frontdoor_console.app import create_app
+
+    schema: dict[str, Any] = create_app(_settings()).openapi_schema.to_schema()
     return schema
+
+
+def ledger_schema() -> dict[str, Any]:
+    """The ledger's document, with the request bodies its handlers decode."""
+    from frontdoor_httpkit import openapi_document
+    from frontdoor_ledger.app import create_app
+
+    return openapi_document(create_app(_settings()))
+
+
+def issuer_schema() -> dict[str, Any]:
+    """The issuer's document (its company-facing routes)."""
+    from frontdoor_issuer.openapi import issuer_document
+
+    return issuer_document()
+
+
+DOCUMENTS: dict[str, tuple[Callable[[], dict[str, Any]], Path]] = {
+    "console": (console_schema, DOCS / "openapi-console.json"),
+    "ledger": (ledger_schema, DOCS / "openapi-ledger.json"),
+    "issuer": (issuer_schema, DOCS / "openapi-issuer.json"),
+}
 
 
 def render(schema: dict[str, Any]) -> str:
@@ -43,28 +74,36 @@ def render(schema: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--output", default=str(DEFAULT_OUTPUT),
-                        help=f"file to write, or '-' for stdout (default: {DEFAULT_OUTPUT.relative_to(ROOT)})")
+    parser.add_argument("apps", nargs="*", choices=[[], *DOCUMENTS], default=[],
+                        help="which documents (default: all)")
+    parser.add_argument("--output", help="with one app: the file to write, or '-' for stdout")
     parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 when the file differs from what the code produces")
+                        help="write nothing; exit 1 when a file differs from what the code produces")
     args = parser.parse_args(argv)
+    names = args.apps or list(DOCUMENTS)
+    if args.output and len(names) != 1:
+        parser.error("--output needs exactly one app")
 
-    text = render(build_schema())
-    if args.output == "-":
-        sys.stdout.write(text)
-        return 0
-    out = Path(args.output)
-    if args.check:
-        current = out.read_text("utf-8") if out.is_file() else None
-        if current != text:
-            print(f"{out} is stale: run scripts/export_openapi.py", file=sys.stderr)
-            return 1
-        print(f"{out} is up to date")
-        return 0
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, "utf-8")
-    print(f"wrote {out} ({len(text)} bytes, {len(json.loads(text).get('paths', {}))} paths)")
-    return 0
+    stale = 0
+    for name in names:
+        build, path = DOCUMENTS[name]
+        text = render(build())
+        if args.output == "-":
+            sys.stdout.write(text)
+            continue
+        out = Path(args.output) if args.output else path
+        if args.check:
+            current = out.read_text("utf-8") if out.is_file() else None
+            if current != text:
+                print(f"{out} is stale: run scripts/export_openapi.py", file=sys.stderr)
+                stale += 1
+            else:
+                print(f"{out} is up to date")
+            continue
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, "utf-8")
+        print(f"wrote {out} ({len(text)} bytes, {len(json.loads(text).get('paths', {}))} paths)")
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":
