@@ -71,7 +71,7 @@ async def billed_live_console(browser_settings: Settings, migrated: str, stripe_
 async def test_upgrade_from_the_billing_page_through_checkout(browser: Any, billed_live_console: str,
                                                               stripe_offline: StripeStub, db: Any) -> None:
     ctx = await browser.new_context(base_url=billed_live_console, viewport={"width": 1280, "height": 860})
-    ctx.set_default_timeout(10000)
+    ctx.set_default_timeout(30000)  # the pay step makes five localstripe calls and a signed POST: slow under load
     try:
         page = await ctx.new_page()
         _, email = await _sign_up(page)
