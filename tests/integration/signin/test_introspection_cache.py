@@ -152,3 +152,13 @@ async def test_the_lean_route_keeps_the_wire(company: Company, other_company: Co
     assert theirs.status_code == 200 and theirs.json() == {"active": False}
     assert (await lean.get(url)).status_code == 405  # anything but POST is Litestar's
     assert "fdrs_" not in refused.text and "eyJ" not in refused.text
+
+
+async def test_a_token_verified_before_is_still_refused_once_expired(company: Company, agent: TestAgent,
+                                                                     clock: ShiftableClock) -> None:
+    """The process remembers verified tokens; expiry is checked on every call all the same."""
+    s = await company.session(agent, "erin")
+    assert (await company.introspect(s["access_token"]))["active"] is True
+    assert (await company.introspect(s["access_token"]))["active"] is True  # the remembered verification
+    clock.advance(seconds=s["expires_in"] + 61)  # past exp and the clock skew
+    assert await company.introspect(s["access_token"]) == {"active": False}

@@ -1,7 +1,8 @@
 """Session state for company resource servers (RFC 7662 shape plus what PAP needs).
 
 On the path of every company API call, so it costs one signature check with cached keys
-and, when the state is cached, one Redis ``MGET``; otherwise one statement for the Session
+(none for a token this process already verified with the same key set) and, when the
+state is cached, one Redis ``MGET``; otherwise one statement for the Session
 (with the tenant's event position) and one for the agent policy. The cache
 (:mod:`.introspection_cache`) is versioned by the tenant's event head, which every revoke
 publishes before it answers, so a sign-out or a revocation shows on the very next request.
@@ -9,6 +10,7 @@ publishes before it answers, so a sign-out or a revocation shows on the very nex
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
@@ -48,16 +50,54 @@ def _claimed_resource(token: str) -> str | None:
     return resource if isinstance(resource, str) else None
 
 
+class _Verified:
+    """Tokens this process verified, by tenant and digest, with the key set that verified them.
+
+    A company's resource server introspects the same Session Token on every request until
+    it expires; its signature cannot change. A hit stands only while the tenant's cached key
+    set is the very one that verified it (a refresh, every 30 s or on rotation, verifies
+    again), and only strictly before ``exp`` and not before ``iat`` minus the skew (the
+    skew's margins are left to the full check).
+    """
+
+    def __init__(self, max_entries: int = 50_000) -> None:
+        self._max = max_entries
+        self._held: dict[tuple[str, bytes], tuple[object, SessionTokenClaims]] = {}
+
+    def get(self, tenant_id: str, digest: bytes, keyset: object, epoch: int) -> SessionTokenClaims | None:
+        hit = self._held.get((tenant_id, digest))
+        if hit is None or hit[0] is not keyset:
+            return None
+        claims = hit[1]
+        return claims if claims.iat - _SKEW_S <= epoch < claims.exp else None
+
+    def put(self, tenant_id: str, digest: bytes, keyset: object, claims: SessionTokenClaims) -> None:
+        if len(self._held) >= self._max:
+            self._held.clear()
+        self._held[(tenant_id, digest)] = (keyset, claims)
+
+
+_SKEW_S = 60
+_verified_tokens = _Verified()
+
+
 async def _verified(connect: Connect, keys: IssuerKeys, *, tenant_id: str, issuer: str, token: str,
                     now: datetime) -> SessionTokenClaims | None:
     epoch = int(now.timestamp())
-    audience = _claimed_resource(token)
     keyset = keys.cached(tenant_id)
+    digest = hashlib.sha256(token.encode()).digest()
+    if keyset is not None:
+        known = _verified_tokens.get(tenant_id, digest, keyset, epoch)
+        if known is not None:
+            return known
+    audience = _claimed_resource(token)
     if keyset is None:
         async with connect() as conn:
             keyset = await keys.keyset(conn, tenant_id, now)
     try:
-        return verify_session_token(token, issuer=issuer, keys=keyset, now=epoch, audience=audience)
+        claims = verify_session_token(token, issuer=issuer, keys=keyset, now=epoch, audience=audience)
+        _verified_tokens.put(tenant_id, digest, keyset, claims)
+        return claims
     except UnknownKeyId:
         try:  # a key rotated within the cache window
             async with connect() as conn:
