@@ -111,3 +111,21 @@ async def test_a_refused_credential_is_said_so() -> None:
     conversations, _ = helper(lambda r: httpx.Response(401, json={"error": "invalid_credential"}))
     with pytest.raises(LedgerCredentialRefused):
         await conversations.read("cnv_1")
+
+
+async def test_the_message_names_its_caller_and_a_reply_carries_an_operation() -> None:
+    conversations, seen = helper(lambda r: httpx.Response(201, json={"conversation": {}, "message": {"id": "re_1"}}))
+    body, headers = delivery(data={**DATA, "account": "acct_ada", "scopes": ["orders:read"]})
+    event = await WebhookVerifier(SECRET, clock=lambda: NOW).verify(body, headers)
+    message = FrontdoorConversations.message_of(event)  # verified elsewhere: one endpoint, several types
+    assert message is not None and message.conversation_id == "cnv_1"
+    caller = message.caller
+    assert (caller.client_id, caller.user_id, caller.frontdoor_session_id) == (CLIENT_ID, "usr_1", "ses_1")
+    assert caller.signed_in and caller.account == "acct_ada" and caller.has_scopes("orders:read")
+    signed_out = FrontdoorConversations.message_of(
+        await WebhookVerifier(SECRET, clock=lambda: NOW).verify(*delivery(data={**DATA, "scopes": ["x"]})))
+    assert signed_out is not None and not signed_out.caller.signed_in and signed_out.caller.scopes == frozenset()
+    other = await WebhookVerifier(SECRET, clock=lambda: NOW).verify(*delivery("session.signed_in", {}, "msg_2"))
+    assert FrontdoorConversations.message_of(other) is None
+    await conversations.reply("cnv_1", "Proposed.", message_id="re_1", operation_id="op_1")
+    assert json.loads(seen[-1].content)["message"] == {"id": "re_1", "text": "Proposed.", "operation_id": "op_1"}
