@@ -47,8 +47,7 @@ from tests.support.eventually import eventually
 from tests.support.servers import Servers, start_servers
 
 TEST_TIMEOUT = 240.0
-# One replicated stack for the module: its tests stay on one xdist worker (`make test` uses --dist loadgroup).
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(TEST_TIMEOUT, func_only=True), pytest.mark.xdist_group("replicas")]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(TEST_TIMEOUT, func_only=True)]
 
 SERVICES = ("console", "issuer", "ledger")
 FAST_ENV = {
