@@ -247,7 +247,7 @@ async def test_fresh_scans_are_rate_limited_per_client_network_but_cached_result
     fake = MockWeb()
     domains = [f"{unique('rl-')}.example.com" for _ in range(3)]
     # Every test client is the same network ("testclient"): start its bucket afresh.
-    async for key in runtime.redis.scan_iter(match="rl:scan:testclient:*"):
+    async for key in runtime.redis.scan_iter(match="rl:scan:{testclient}:*"):
         await runtime.redis.delete(key)
     async for client in scanner_client(settings, clock, SafeFetcher(scanner_policy(), transport=fake), web,
                                        scanner_rate_limit=2):
