@@ -149,8 +149,8 @@ def agent(web: MockWeb) -> TestAgent:
 
 async def make_shop(console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], ledger: AsyncTestClient[Any],
                     t: TenantHandle, clock: ShiftableClock, store: Any, web: MockWeb, *,
-                    scopes: list[str] | None = None) -> Shop:
-    company = await make_company(console, issuer, t, clock, store)
+                    scopes: list[str] | None = None, **settings: Any) -> Shop:
+    company = await make_company(console, issuer, t, clock, store, **settings)
     hook = f"https://{t.slug}.shop.example/webhooks/frontdoor"
     r = await console.post("/api/v1/webhook-endpoints", json={"url": hook, "description": "perform"}, headers=t.auth)
     assert r.status_code == 201, r.text

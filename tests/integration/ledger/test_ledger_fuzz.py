@@ -17,8 +17,11 @@ from typing import Any
 import pytest
 
 from tests.conftest import unique
-from tests.integration.ledger.conftest import LEDGER, Shop
+from tests.integration.conftest import TenantHandle
+from tests.integration.ledger.conftest import LEDGER, make_shop
 from tests.support.agent import TestAgent
+from tests.support.clock import ShiftableClock
+from tests.support.mock_web import MockWeb
 
 schemathesis = pytest.importorskip("schemathesis")
 hypothesis = pytest.importorskip("hypothesis")
@@ -40,18 +43,26 @@ pytestmark = pytest.mark.timeout(600)
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 
-async def test_the_ledger_api_survives_fuzzing(shop: Shop, agent: TestAgent) -> None:
+async def test_the_ledger_api_survives_fuzzing(console: Any, issuer: Any, ledger: Any, tenant: TenantHandle,
+                                              clock: ShiftableClock, store: Any, web: MockWeb,
+                                              agent: TestAgent) -> None:
+    # Hosted conversations on, so their routes are fuzzed past "not enabled".
+    shop = await make_shop(console, issuer, ledger, tenant, clock, store, web, conversations={"enabled": True})
     user = unique("usr_")
     tokens = await shop.company.sign_in(agent, user, unique("acct_"))
     proposed = await shop.propose(tokens, agent, user)
-    real = {"slug": shop.tenant.slug, "operation_id": proposed.json()["operation"]["operation_id"]}
+    url = f"{LEDGER}/{shop.tenant.slug}/conversations"
+    token = tokens["access_token"]
+    started = await shop.ledger.post(url, json={"message": {"id": unique("msg_"), "sender": "agent", "text": "Hello"}}, headers={
+        "Authorization": f"DPoP {token}", "DPoP": agent.dpop("POST", url, token=token, iat=shop.now())})
+    assert started.status_code == 201, started.text
+    real = {"slug": shop.tenant.slug, "operation_id": proposed.json()["operation"]["operation_id"],
+            "conversation_id": started.json()["conversation_id"]}
     spec = (await shop.ledger.get("/openapi.json")).json()
     schema = schemathesis.openapi.from_dict(spec)
     loop = asyncio.get_running_loop()
     failures: dict[tuple[str, int], str] = {}
     seen: dict[str, set[int]] = {}
-
-    token = tokens["access_token"]
 
     async def send(case: Any) -> Any:
         company = "/v1/" in case.operation.path
