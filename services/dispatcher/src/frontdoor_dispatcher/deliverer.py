@@ -62,6 +62,10 @@ BATCH: Final = 256
 IDLE_WAKE: Final = 1.0
 TICK: Final = 0.01
 """Least time between two passes that found less than a full batch: claims come in batches."""
+NEWEST_EVERY: Final = 0.25
+"""Without a NOTIFY, the newest end of the due index is looked at no more often than this."""
+DUE_CHECK_EVERY: Final = 0.2
+"""While claims are held, the next retry's time is read no more often than this."""
 LEASE_SLACK: Final = timedelta(seconds=1)
 
 
@@ -99,6 +103,8 @@ class Deliverer:
         self._tasks: set[asyncio.Task[None]] = set()
         self._unstarted: list[ClaimedMessage] = []
         self._news = True
+        self._newest_at = 0.0
+        self._due_check_at = 0.0
         self.attempted = 0
 
     def stop(self) -> None:
@@ -117,8 +123,11 @@ class Deliverer:
             with contextlib.suppress(OSError):
                 self._heartbeat.touch()
 
-    async def _pass(self, conn: asyncpg.Connection) -> bool:
-        """Claim and start what there is room for; True when a full batch came (more may be due)."""
+    async def _pass(self, conn: asyncpg.Connection, news: bool) -> bool:
+        """Claim and start what there is room for; True when a full batch came (more may be due).
+
+        ``news``: a NOTIFY came since the last pass (a new message may wait behind a backlog).
+        """
         lanes = self.lanes
         limit = min(lanes.room, self._batch)
         if limit <= 0:
@@ -127,8 +136,10 @@ class Deliverer:
         full_endpoints, full_tenants = lanes.full_endpoints(), lanes.full_tenants()
         claims, found = await claim_due(conn, now, self._policy.lease, limit=limit, choose=lanes.choose,
                                         exclude_endpoints=full_endpoints, exclude_tenants=full_tenants)
-        if found < limit and (full_endpoints or full_tenants or lanes.full_endpoints()):
+        shares_full = bool(full_endpoints or full_tenants or lanes.full_endpoints())
+        if found < limit and shares_full and (news or time.monotonic() - self._newest_at >= NEWEST_EVERY):
             # A backlog at its share fills the oldest end of the due index: look at the newest too.
+            self._newest_at = time.monotonic()
             more, _ = await claim_due(conn, now, self._policy.lease, limit=min(lanes.room, self._batch),
                                       choose=lanes.choose, exclude_endpoints=lanes.full_endpoints(),
                                       exclude_tenants=lanes.full_tenants(), order="newest")
@@ -191,12 +202,16 @@ class Deliverer:
             if pause > 0:
                 await asyncio.sleep(pause)
             self._wake.clear()
-            self._news = False
+            news, self._news = self._news, False
             last = time.monotonic()
-            if await self._pass(conn):
+            if await self._pass(conn, news):
                 last = 0.0  # a full batch: go again at once
                 continue
-            timeout = await self._next_due_in(conn)
+            if self.lanes.held and time.monotonic() < self._due_check_at:
+                timeout = DUE_CHECK_EVERY  # busy: each ending attempt wakes the loop anyway
+            else:
+                timeout = await self._next_due_in(conn)
+                self._due_check_at = time.monotonic() + DUE_CHECK_EVERY
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=timeout)
 
@@ -211,12 +226,18 @@ class Deliverer:
                 continue
             try:
                 await self._loop(conn)
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-                _log.warning("deliverer_db_connection_lost")
+            except Exception as exc:  # any failure of the connection (asyncpg's
+                # InternalClientError after an outage included): a new connection, never a dead process
+                _log.warning("deliverer_db_connection_lost", error=type(exc).__name__)
                 await asyncio.sleep(0.5)
             finally:
-                if not conn.is_closed():
-                    await conn.close()
+                # A connection the server cut may fail to close (BrokenPipeError): never let
+                # that end the deliverer; drop it and connect again.
+                try:
+                    if not conn.is_closed():
+                        await asyncio.wait_for(conn.close(), 5)
+                except Exception:
+                    conn.terminate()
         await self._drain()
 
     async def _drain(self) -> None:

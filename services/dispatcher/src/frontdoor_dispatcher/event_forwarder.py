@@ -136,9 +136,12 @@ class EventForwarder:
                     self.forwarded += await forward_events(conn, limit=self._limit)
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), timeout=self._idle_wake)
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-                _log.warning("forwarder_db_connection_lost")
+            except Exception as exc:  # any connection failure: reconnect, never stop
+                _log.warning("forwarder_db_connection_lost", error=type(exc).__name__)
                 await asyncio.sleep(0.5)
             finally:
-                if not conn.is_closed():
-                    await conn.close()
+                try:  # a connection the server cut may fail to close: drop it, never stop forwarding
+                    if not conn.is_closed():
+                        await asyncio.wait_for(conn.close(), 5)
+                except Exception:
+                    conn.terminate()
