@@ -27,6 +27,7 @@ import secrets
 import shutil
 import signal
 import tempfile
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -337,6 +338,61 @@ def test_a_replayed_jti_or_dpop_proof_is_refused_by_the_other_issuer(rs: Replica
             body, fresh = form(rs.agent.client_assertion(issuer), rs.agent.session_assertion(issuer, "u"))
             ok = await http.post(f"{two}/{rs.slug}/oauth/token", content=body, headers=fresh)
             assert ok.status_code == 200, ok.text
+
+    asyncio.run(go())
+
+
+async def _tenant_with_session_limit(rs: Replicated, limit: int) -> str:
+    """Another tenant whose agents may start ``limit`` Sessions a minute; answers its slug."""
+    from datetime import UTC, datetime
+
+    import msgspec
+    from frontdoor_core.db import create_pool
+    from frontdoor_tenancy import issuer_settings, tenants
+    from frontdoor_tenancy.credentials.key_encryption import Kek
+
+    slug = f"replim{secrets.token_hex(3)}"
+    pool = await create_pool(rs.bench.database_url, min_size=1, max_size=1)
+    try:
+        result = await tenants.sign_up(pool, tenants.SignUp(
+            email=f"admin@{slug}.example", password=secrets.token_urlsafe(18), organization_name="Limited",
+            slug=slug), kek=Kek.from_env_value(rs.bench.kek_value), now=datetime.now(UTC))
+        async with pool.acquire() as conn:
+            stored = await issuer_settings.get_settings(conn, result.tenant.id)
+            changed = msgspec.structs.replace(stored.settings, sessions_per_agent_per_minute=limit,
+                                              token_requests_per_network_per_minute=1_000_000)
+            await issuer_settings.update_settings(conn, result.tenant.id, issuer_settings.validate_settings(
+                changed, dev=True), if_version=stored.version)
+    finally:
+        await pool.close()
+    return slug
+
+
+def test_an_agents_session_limit_counts_across_both_issuers(rs: Replicated) -> None:
+    """Rate limits are Redis counters: 3 Sessions a minute means 3 over both replicas, not 3 each."""
+    limit, requests = 3, 8
+
+    async def go() -> None:
+        slug = await _tenant_with_session_limit(rs, limit)
+        issuer = f"{rs.public('issuer')}/{slug}"
+        async with client(rs) as http:
+            for _ in range(3):  # a run that straddles a minute (the window) is tried again
+                t0 = time.time()
+                answers: list[tuple[str, httpx.Response]] = []
+                for n in range(requests):
+                    replica = f"issuer-{1 + n % 2}"
+                    body, headers = rs.agent.token_request(issuer, f"limited-user-{n}")
+                    answers.append((replica, await http.post(f"{rs.direct(replica)}/{slug}/oauth/token",
+                                                             content=body, headers=headers)))
+                if int(t0) // 60 == int(time.time()) // 60:
+                    break
+            else:
+                pytest.fail("three runs in a row straddled a minute")
+            ok = [r for _, r in answers if r.status_code == 200]
+            refused = [(name, r) for name, r in answers if r.status_code != 200]
+            assert len(ok) == limit, [(n, r.status_code, r.text[:80]) for n, r in answers]
+            assert all(r.status_code == 429 and r.json()["error"] == "rate_limited" for _, r in refused), refused
+            assert {name for name, _ in refused} == {"issuer-1", "issuer-2"}
 
     asyncio.run(go())
 

@@ -3,13 +3,13 @@
 `haproxy_config` writes the configuration: one frontend per public service on the port
 its ``FRONTDOOR_*_PORT`` names (so every public base URL points at the load balancer), a
 backend with one server per replica, round robin, each server health-checked on
-``/readyz`` every half second. A request whose connection to a replica fails (the
+``/readyz`` every second. A request whose connection to a replica fails (the
 replica was killed, or is restarting) is retried on the other one (``retry-on
 conn-failure`` with ``option redispatch``), which is always safe: nothing reached the
 replica. A replica that closes the connection without answering (a crash mid-request) is
-retried too, but only for GET, HEAD and OPTIONS; a POST may have taken effect, so it is
-answered 502 and the client retries it (the protocol's writes are idempotent: confirms by
-revision, token requests by their fresh ``jti``).
+retried too, but only for GET, HEAD and OPTIONS; a POST may have taken effect, so the
+client gets a 502 or a closed connection and retries it (the protocol's writes are
+idempotent: confirms by revision, token requests by their fresh ``jti``).
 
 `LoadBalancer` talks to HAProxy's admin socket: a replica is drained (no new requests)
 before a rolling restart stops it, and made ready again once it answers.
