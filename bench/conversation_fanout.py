@@ -146,8 +146,12 @@ async def measure(stack: Stack, agent: Agent, ledger_url: str, credential: str, 
             """Long-poll until the reply is in (a wait that ends empty is polled again, as agents do)."""
             url = f"{endpoint}/{cid}/events"
             while True:
-                r = await http.get(url, params={"cursor": cursor, "wait": str(WAIT_SECONDS)}, headers={
-                    "Authorization": f"DPoP {token}", "DPoP": agent.dpop("GET", url, token=token), **net})
+                try:
+                    r = await http.get(url, params={"cursor": cursor, "wait": str(WAIT_SECONDS)}, headers={
+                        "Authorization": f"DPoP {token}", "DPoP": agent.dpop("GET", url, token=token), **net})
+                except httpx.TimeoutException:  # no answer 30 s past the wait: the ledger is saturated
+                    outcomes["client timeout"] = outcomes.get("client timeout", 0) + 1
+                    continue
                 got = time.perf_counter()
                 replied = r.status_code == 200 and any(
                     e["type"] == "message" and e["message"].get("role") == "company" for e in r.json()["events"])
@@ -155,6 +159,9 @@ async def measure(stack: Stack, agent: Agent, ledger_url: str, credential: str, 
                 outcomes[key] = outcomes.get(key, 0) + 1
                 if replied and cid in sent_at:
                     latencies.append(got - sent_at[cid])
+                if r.status_code == 503:  # temporarily unavailable: retry as agents do, after Retry-After
+                    await asyncio.sleep(min(float(r.headers.get("retry-after", "1")), 5.0))
+                    continue
                 if replied or r.status_code != 200:
                     return
                 cursor = r.json()["cursor"]
