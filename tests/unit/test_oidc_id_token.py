@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from frontdoor_sessions.oidc_id_token import (
     verify_logout_token,
 )
 from frontdoor_sessions.oidc_login import OidcLoginFailed, account_id_from_claims
-from joserfc import jwt
+from joserfc import jws, jwt
 from joserfc.jwk import ECKey, KeySet, OctKey, RSAKey
 
 NOW = 1_800_000_000
@@ -81,9 +82,17 @@ def test_keys_and_algorithms() -> None:
 
 def test_logout_token() -> None:
     events = {"events": {LOGOUT_EVENT: {}}, "jti": "j-1"}
-    t = token(events, drop=("nonce", "exp"))
+    logout = {"alg": "RS256", "kid": "k1", "typ": "logout+jwt"}
+    t = token(events, drop=("nonce", "exp"), header=logout)
     claims = verify_logout_token(t, keys=KEYS, issuer=ISS, client_id=CLIENT, now=NOW)
     assert claims["sub"] == "user-1"
+    untyped = token(events, drop=("nonce", "exp"), header={"alg": "RS256", "kid": "k1"})
+    payload = json.dumps({"iss": ISS, "aud": CLIENT, "sub": "user-1", "iat": NOW, **events}).encode()
+    no_typ = jws.serialize_compact({"alg": "RS256", "kid": "k1"}, payload, KEY)
+    assert verify_logout_token(no_typ, keys=KEYS, issuer=ISS, client_id=CLIENT, now=NOW)["jti"] == "j-1"
+    with pytest.raises(IdTokenError) as typed:  # typ, when present, is logout+jwt (an ID token's JWT is not)
+        verify_logout_token(untyped, keys=KEYS, issuer=ISS, client_id=CLIENT, now=NOW)
+    assert typed.value.reason == "type"
     with pytest.raises(IdTokenError):  # an ID token is not a logout token
         verify_logout_token(token(), keys=KEYS, issuer=ISS, client_id=CLIENT, now=NOW)
     with pytest.raises(IdTokenError):

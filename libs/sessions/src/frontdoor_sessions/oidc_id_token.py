@@ -58,6 +58,7 @@ class IdTokenReason(StrEnum):
     SUBJECT = "subject"
     AT_HASH = "at_hash"
     EVENTS = "events"
+    TYPE = "type"
 
 
 class IdTokenError(Exception):
@@ -189,7 +190,7 @@ def verify_logout_token(token: str, *, keys: KeySet, issuer: str, client_id: str
     """Check a Back-Channel Logout token (OpenID Connect Back-Channel Logout 1.0 §2.4, §2.6).
 
     Like an ID token (signature, ``iss``, ``aud``, ``azp``, ``iat``, ``exp`` when present)
-    and also: ``events`` holds the back-channel logout event, ``sub`` or ``sid`` is present,
+    and also: ``typ``, when present, is ``logout+jwt`` (§2.4, RFC 8725 §3.11); ``events`` holds the back-channel logout event, ``sub`` or ``sid`` is present,
     ``jti`` is present and ``nonce`` is absent (so an ID token cannot pass for one).
 
     Returns:
@@ -199,6 +200,9 @@ def verify_logout_token(token: str, *, keys: KeySet, issuer: str, client_id: str
         IdTokenError: With the first failed check's reason.
     """
     claims, _ = _verified_payload(token, keys, algorithms)
+    typ = jws.extract_compact(token.encode("ascii")).headers().get("typ")
+    if typ is not None and (not isinstance(typ, str) or typ.lower().removeprefix("application/") != "logout+jwt"):
+        raise IdTokenError(IdTokenReason.TYPE)
     _common(claims, issuer=issuer, client_id=client_id, now=now, require_exp=False)
     events = claims.get("events")
     if not isinstance(events, dict) or not isinstance(events.get(LOGOUT_EVENT), dict) or "nonce" in claims:

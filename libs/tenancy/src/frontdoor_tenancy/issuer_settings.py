@@ -107,6 +107,8 @@ class LoginConnection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
             default) or ``email`` (taken only when ``email_verified`` is true).
         userinfo: ``oidc``: also read the claims at the IdP's userinfo endpoint (for IdPs
             that put ``email`` there only).
+        backchannel_logout: ``oidc``: accept the IdP's Back-Channel Logout tokens at
+            ``{issuer}/oidc/backchannel-logout`` (needs ``account_claim: sub``).
     """
 
     type: Literal["handoff", "oidc"] = "handoff"
@@ -119,6 +121,7 @@ class LoginConnection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post"] = "client_secret_basic"
     account_claim: Literal["sub", "email"] = "sub"
     userinfo: bool = False
+    backchannel_logout: bool = False
 
 
 ProfileVersion = Literal["0.2", "1.0"]
@@ -348,6 +351,8 @@ def _login_errors(login: LoginConnection, *, dev: bool) -> dict[str, str]:
     errors: dict[str, str] = {}
     if login.issuer is not None or login.client_id is not None or login.client_secret is not None:
         errors["login.type"] = "issuer, client_id and client_secret belong to an oidc connection"
+    if login.backchannel_logout:
+        errors["login.backchannel_logout"] = "belongs to an oidc connection"
     url_ok = _url_ok(login.url, dev=dev) and not urlsplit(login.url).query
     if not url_ok:
         errors["login.url"] = "must be an https:// URL without credentials, query or fragment"
@@ -383,6 +388,8 @@ def _oidc_errors(login: LoginConnection, *, dev: bool) -> dict[str, str]:
     secret = login.client_secret
     if secret is not None and not re.fullmatch(r"[\x20-\x7e]{8,1024}", secret):
         errors["login.client_secret"] = "must be 8 to 1024 printable ASCII characters"
+    if login.backchannel_logout and login.account_claim != "sub":
+        errors["login.backchannel_logout"] = "needs account_claim sub: a logout token names the user by sub"
     return errors
 
 

@@ -65,6 +65,7 @@ from .http import (
     feedback,
     introspect,
     mediated,
+    oidc_backchannel,
     oidc_pages,
     poppy_state,
     revoke,
@@ -111,7 +112,12 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
         keys = IssuerKeys(Kek.from_env_value(settings.kek))
         deps = GrantDeps(pool=rt.pool, redis=rt.redis, directory=directory, keys=keys,
                          nonces=NonceSource(nonce_secret(settings)), clock=rt.clock)
-        grant = SessionGrant(deps)
+        # Billing: new Sessions are refused after an unpaid grace period (account read cached).
+        admission = SessionAdmission(rt.pool, BillingConfig.from_settings(settings), rt.clock,
+                                     ttl=settings.billing_standing_cache,
+                                     retry_after=max(1, int(settings.billing_sessions_retry_after.total_seconds())))
+        app.state.session_admission = admission
+        grant = SessionGrant(deps, admission=admission.refused)
         device_store = DeviceStore(rt.redis, clock=rt.clock)
         app.state.ctx = IssuerContext(runtime=rt, keys=keys, grant=grant, directory=directory,
                                       devices=device_store, kek=Kek.from_env_value(settings.kek),
@@ -121,8 +127,6 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
         app.state.grants = {g.grant_type: g for g in (grant, DeviceCodeGrant(deps, device_store), RefreshGrant(deps),
                                                       AuthorizationCodeGrant(deps, code_store))}
         app.state.authorization_codes = code_store
-        # Billing: new Sessions are refused after an unpaid grace period (account read cached).
-        app.state.session_admission = SessionAdmission(rt.pool, BillingConfig.from_settings(settings), rt.clock)
         app.state.device_store = device_store
         app.state.device_authorization = DeviceAuthorization(deps, device_store)
         app.state.revocation = Revocation(deps)
@@ -132,7 +136,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
         app.state.join_codes = JoinCodeStore(rt.redis, clock=rt.clock)
         app.state.delegated_callers = DelegatedCallers(
             pool=rt.pool, issuer_keys=keys, agent_keys=app.state.agent_keys, replay=ReplayCache(rt.redis),
-            dpop_namespace="dpop-join", dev=settings.is_dev)
+            dpop_namespace="dpop-join", dev=settings.is_dev, admission=admission.refused)
         app.state.pool = rt.pool
         app.state.redis = rt.redis
         # Shared Signals (ADR 0005): held polls wake when an outbox row commits.
@@ -151,7 +155,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
                         feedback.feedback, device_authorization.device_authorization, revoke.revoke,
                         mediated.mediated_start, mediated.mediated_code,
                         account_disconnect.account_disconnect, account_agents.account_agents, *device_pages.routes,
-                        authorize.authorize, *sign_in_pages.routes, *oidc_pages.routes,
+                        authorize.authorize, *sign_in_pages.routes, *oidc_pages.routes, *oidc_backchannel.routes,
                         *browser_verify.routes,  # the browser join (PAP §5), for companies' websites
                         *poppy_state.routes,  # PAP 1.0: agent keys and Session state for the sdk
                         *browser_join_pages.routes,  # PAP 1.0: the hosted browser join (ADR 0004 §8)
@@ -176,7 +180,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
             cookie_secure=not settings.is_dev, cookie_httponly=True, cookie_samesite="lax",
             exclude=[r"^/[^/]+/oauth/", r"^/[^/]+/feedback$", r"^/[^/]+/accounts/", r"^/[^/]+/login/callback$",
                      r"^/[^/]+/browser/(verify|state)$", r"^/[^/]+/poppy/(agent-keys|session-state)$",
-                     r"^/[^/]+/join/(authorize|redeem)$", r"^/[^/]+/ssf/streams",
+                     r"^/[^/]+/join/(authorize|redeem)$", r"^/[^/]+/ssf/streams", r"^/[^/]+/oidc/backchannel-logout$",
                      r"/\.well-known/", r"^/healthz$", r"^/readyz$"],
         ),
         openapi_config=None,

@@ -1,0 +1,93 @@
+"""OpenID Connect Back-Channel Logout 1.0: the company's IdP signs a user out of Frontdoor.
+
+When a user signs out at the IdP (or the IdP ends their session), an IdP that supports
+Back-Channel Logout posts a signed logout token to the connection's
+``backchannel_logout_uri`` (``{issuer}/oidc/backchannel-logout``). :func:`backchannel_logout`
+checks it as §2.6 says (`verify_logout_token`: signature by a key of the IdP's JWKS, with
+one refetch after an unknown ``kid``; ``typ`` ``logout+jwt`` when present; ``iss``; ``aud``
+our ``client_id``; ``iat``; ``exp`` when present; the logout event in ``events``; ``sub`` or
+``sid``; no ``nonce``), refuses a ``jti`` seen before (Redis, one claim per IdP and ``jti``
+while the token could still be accepted), then disconnects the account the token's ``sub``
+names in this tenant only (`disconnect_account`: every Account Token revoked, every
+Session signed out, events and audit written), in the caller's transaction.
+
+The connection's ``account_claim`` must be ``sub`` (settings validation), so the token's
+``sub`` is the account ID. A token with only a ``sid`` names an IdP session Frontdoor does
+not keep, and is refused.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Final
+
+import asyncpg
+import redis.asyncio as aioredis
+from frontdoor_core.outbound import SafeFetcher
+from frontdoor_tenancy.actor import Actor
+from frontdoor_tenancy.issuer_settings import LoginConnection
+from joserfc.jwk import KeySet
+
+from .disconnect import disconnect_account
+from .oidc_id_token import ID_TOKEN_SKEW, MAX_ID_TOKEN_AGE, IdTokenError, IdTokenReason, verify_logout_token
+from .oidc_provider import ProviderUnavailable, discover, provider_keys, refetched_keys
+from .replay_cache import ReplayCache
+from .revocation import RevocationSummary
+
+__all__ = ["BACKCHANNEL_LOGOUT_PATH", "LogoutRefused", "backchannel_logout"]
+
+BACKCHANNEL_LOGOUT_PATH: Final = "/oidc/backchannel-logout"
+"""Appended to the tenant's issuer: the ``backchannel_logout_uri`` the admin registers at the IdP."""
+_JTI_TTL: Final = MAX_ID_TOKEN_AGE + 2 * ID_TOKEN_SKEW
+"""A logout token is accepted at most this long after its ``iat``: its ``jti`` is kept that long."""
+
+
+class LogoutRefused(Exception):
+    """The logout token is not accepted; ``reason`` is safe to log (never a claim's value)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"logout token refused: {reason}")
+        self.reason = reason
+
+
+async def backchannel_logout(conn: asyncpg.Connection, login: LoginConnection, *, tenant_id: str, token: str,
+                             now: datetime, fetcher: SafeFetcher, redis: aioredis.Redis) -> RevocationSummary:
+    """Verify the IdP's logout token and disconnect the account it names, in this tenant.
+
+    Raises:
+        LogoutRefused: Back-channel logout is off, the IdP cannot be reached, or the token
+            fails a check (``reason`` names which), or its ``jti`` was used before.
+        Unavailable: Redis could not check the ``jti`` (fail closed, 503).
+    """
+    if login.type != "oidc" or not login.backchannel_logout or login.issuer is None or login.client_id is None:
+        raise LogoutRefused("disabled")
+    issuer, client_id, at = login.issuer, login.client_id, int(now.timestamp())
+
+    def check(keys: KeySet) -> dict[str, object]:
+        return verify_logout_token(token, keys=keys, issuer=issuer, client_id=client_id, now=at,
+                                   algorithms=meta.algorithms())
+
+    try:
+        meta = await discover(issuer, tenant_id=tenant_id, fetcher=fetcher, redis=redis)
+        try:
+            claims = check(await provider_keys(meta, tenant_id=tenant_id, fetcher=fetcher, redis=redis))
+        except IdTokenError as exc:
+            if exc.reason is not IdTokenReason.UNKNOWN_KEY:
+                raise
+            fresh = await refetched_keys(meta, tenant_id=tenant_id, fetcher=fetcher, redis=redis)
+            if fresh is None:
+                raise
+            claims = check(fresh)
+    except ProviderUnavailable as exc:
+        raise LogoutRefused(f"provider_{exc.problem}") from None
+    except IdTokenError as exc:
+        raise LogoutRefused(str(exc.reason)) from None
+    subject = claims.get("sub")
+    if not isinstance(subject, str):
+        raise LogoutRefused("sid_only")
+    (fresh_jti,) = await ReplayCache(redis).claim_all(
+        [("oidc-logout", f"{tenant_id}\x00{issuer}", str(claims["jti"]), _JTI_TTL)])
+    if not fresh_jti:
+        raise LogoutRefused("replayed_jti")
+    return await disconnect_account(conn, Actor(tenant_id=tenant_id, type="system"), account_id=subject,
+                                    client_id=None, now=now, via="oidc_backchannel_logout")
