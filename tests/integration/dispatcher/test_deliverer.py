@@ -121,9 +121,19 @@ async def test_a_failed_answer_is_settled_one_by_one_on_the_retry_schedule(
 async def test_two_replicas_never_send_one_attempt_twice(
         console: AsyncTestClient[Any], tenant: TenantHandle, runtime: Runtime, web: MockWeb, kek_value: str) -> None:
     seen: list[str] = []
-    ep = await endpoint(console, tenant, web, seen)
+    hook = f"https://{unique('replicas-')}.example/hook"
+    r = await console.post("/api/v1/webhook-endpoints", json={"url": hook}, headers=tenant.auth)
+    ep, secret = r.json()["endpoint"]["id"], r.json()["secret"]
+
+    async def slow(request: httpx.Request) -> httpx.Response:  # one replica alone cannot take everything at once
+        Webhook(secret).verify(request.content, dict(request.headers))
+        seen.append(request.headers["webhook-id"])
+        await asyncio.sleep(0.02)
+        return httpx.Response(204)
+
+    web.handle(hook, slow)
     kek = Kek.from_env_value(kek_value)
-    a, b = make(runtime, web, kek, batch=16), make(runtime, web, kek, batch=16)
+    a, b = (make(runtime, web, kek, batch=16, lanes=Lanes(per_endpoint=4, per_endpoint_waiting=4)) for _ in "ab")
     async with running(a), running(b):
         ids = await enqueue(runtime, tenant.id, ep, 300)
 

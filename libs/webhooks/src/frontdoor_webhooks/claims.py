@@ -31,19 +31,25 @@ __all__ = ["Candidate", "claim_due", "extend_lease", "release_claims"]
 SCAN: Final = 4
 """Rows of the due index looked at per row wanted (bounded walk)."""
 
+# The candidates are found in the due index alone (a bounded walk), then locked by their
+# unique ID: an array, so the plan is an index look-up whatever the table's size (a join
+# here let the planner scan the whole table). Twice as many candidates as wanted: rows
+# another deliverer is claiming at this moment are skipped and the next ones taken.
 _FIND = """
-WITH c AS (
-  SELECT tenant_id, id FROM webhook_messages
-   WHERE state = 'pending' AND NOT parked AND next_attempt_at <= $1
-     AND (locked_until IS NULL OR locked_until < $1)
-   ORDER BY next_attempt_at {order}
-   LIMIT $3)
 SELECT m.tenant_id, m.id, m.endpoint_id, m.next_attempt_at FROM webhook_messages AS m
-  JOIN c ON c.tenant_id = m.tenant_id AND c.id = m.id
   JOIN webhook_endpoints AS e ON e.tenant_id = m.tenant_id AND e.id = m.endpoint_id
- WHERE m.state = 'pending' AND NOT m.parked AND m.next_attempt_at <= $1
+ WHERE m.id = ANY(ARRAY(
+         SELECT w.id FROM (
+           SELECT id, tenant_id, endpoint_id, next_attempt_at FROM webhook_messages
+            WHERE state = 'pending' AND NOT parked AND next_attempt_at <= $1
+              AND (locked_until IS NULL OR locked_until < $1)
+            ORDER BY next_attempt_at {order}
+            LIMIT $3) AS w
+          WHERE w.endpoint_id <> ALL($4::text[]) AND w.tenant_id <> ALL($5::text[])
+          ORDER BY w.next_attempt_at {order}
+          LIMIT 2 * $2))
+   AND m.state = 'pending' AND NOT m.parked AND m.next_attempt_at <= $1
    AND (m.locked_until IS NULL OR m.locked_until < $1) AND e.enabled
-   AND m.endpoint_id <> ALL($4::text[]) AND m.tenant_id <> ALL($5::text[])
  ORDER BY m.next_attempt_at {order}
  LIMIT $2
    FOR UPDATE OF m SKIP LOCKED
