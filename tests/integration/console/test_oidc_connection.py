@@ -94,6 +94,11 @@ async def test_oidc_connection_validation(console: AsyncTestClient[Any], tenant:
                                               "url": "https://shop.example/login"})
     assert "login.type" in fields(mixed)
     assert SECRET not in mixed.text
+    # A logout token names the user by sub: back-channel logout needs the sub account claim.
+    by_email = await put_login(console, tenant, {"type": "oidc", "issuer": "https://login.acme.example",
+                                                 "client_id": "fd", "client_secret": SECRET,
+                                                 "account_claim": "email", "backchannel_logout": True})
+    assert "login.backchannel_logout" in fields(by_email)
 
 
 async def test_dashboard_checks_the_issuer_and_tests_the_connection(console: AsyncTestClient[Any],
@@ -102,6 +107,7 @@ async def test_dashboard_checks_the_issuer_and_tests_the_connection(console: Asy
     csrf = await sign_in(console, tenant.email)
     page = await console.get("/settings")
     assert f"{tenant.issuer}/oidc/callback" in page.text  # the redirect URI to register
+    assert f"{tenant.issuer}/oidc/backchannel-logout" in page.text  # and the back-channel logout URI
     version = re.search(r'name="version" value="(\d+)"', page.text).group(1)  # type: ignore[union-attr]
     form = {"_csrf_token": csrf, "version": version, "organization_name": "Acme", "custom_scopes": "",
             "session_lifetime_s": "3600", "sessions_per_agent_per_minute": "60",
@@ -116,6 +122,7 @@ async def test_dashboard_checks_the_issuer_and_tests_the_connection(console: Asy
     r = await console.post("/settings", data={**form, "oidc_issuer": issuer}, follow_redirects=False)
     assert r.status_code == 303, r.text
     api = (await console.get("/api/v1/issuer", headers=tenant.auth)).json()
+    assert api["settings"]["login"]["backchannel_logout"] is False  # the box was not ticked
     assert api["settings"]["login"] == {**api["settings"]["login"], "type": "oidc", "issuer": issuer,
                                         "client_id": "frontdoor", "client_secret": None,
                                         "token_endpoint_auth_method": "client_secret_post", "account_claim": "email"}
