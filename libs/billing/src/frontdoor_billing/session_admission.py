@@ -65,6 +65,17 @@ class SessionAdmission:
         if standing.sessions_refused:
             raise SessionsSuspended(retry_after=self._retry_after)
 
+    async def refused(self, tenant_id: str) -> int | None:
+        """`check` as a value: the ``Retry-After`` seconds when new Sessions are refused, else None.
+
+        The shape `frontdoor_sessions` takes (it knows nothing of billing).
+        """
+        try:
+            await self.check(tenant_id)
+        except SessionsSuspended as exc:
+            return exc.retry_after
+        return None
+
     async def _account(self, tenant_id: str, now: float) -> BillingAccount | None:
         hit = self._accounts.get(tenant_id)
         if hit is not None and now - hit[0] < self._ttl:

@@ -103,6 +103,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     stripe_api_base: Annotated[str, _doc("Base URL of the Stripe API. Empty: Stripe's own; tests point it at localstripe.")] = ""
     stripe_webhook_tolerance: Annotated[timedelta, _doc("How old a Stripe webhook's signed timestamp may be before it is refused as stale.")] = timedelta(minutes=5)
     billing_grace_period: Annotated[timedelta, _doc("How long after a failed payment a tenant keeps everything before new agent Sessions are refused.")] = timedelta(days=7)
+    billing_sessions_retry_after: Annotated[timedelta, _doc("The `Retry-After` a suspended tenant's refused new agent Session is answered with (whole seconds).")] = timedelta(hours=1)
+    billing_standing_cache: Annotated[timedelta, _doc("How long each issuer process reuses a tenant's billing account when deciding whether new Sessions may start (a payment is seen within it).")] = timedelta(seconds=30)
     billing_plans_file: Annotated[str, _doc("A TOML file of plans in the shape of the bundled `frontdoor_billing/plans.toml`. Empty: the bundled plans.")] = ""
 
     @property

@@ -30,6 +30,7 @@ from .introspection import INACTIVE, introspect
 from .introspection_cache import IntrospectionCache, publish_head
 from .join_codes import JOIN_CODE_LIFETIME_S, JoinCodeStore, JoinGrant, JoinRedemption
 from .mediated_grant import MediatedCaller, MediatedSignIns
+from .new_session_admission import Admission, NewSessionRefused
 from .refresh_grant import RefreshGrant
 from .replay_cache import ReplayCache
 from .resource_credentials import (
@@ -92,6 +93,8 @@ __all__ = [
     "head_seq",
     "sign_set",
     "JOIN_CODE_LIFETIME_S",
+    "Admission",
+    "NewSessionRefused",
     "AgentRefused",
     "DelegatedCallers",
     "accepted_agent_keys",

@@ -44,6 +44,7 @@ from frontdoor_protocol import (
 from joserfc.jwk import KeySet
 
 from .delegated_sessions import DelegatedState, claim_session_jti, observe_delegated_session
+from .new_session_admission import Admission, NewSessionRefused
 from .replay_cache import ReplayCache
 from .signer_cache import IssuerKeys
 
@@ -121,11 +122,14 @@ class DelegatedCallers:
             keeps them: a delegation is then parsed and verified once, and only its ``kid``,
             ``iss`` and times are checked again (keyed by its exact string and the identity key
             that verified it, so a rotated agent key misses).
+        admission: Whether the tenant may start new Sessions now (billing); when it may not,
+            a Session seen for the first time is refused (`NewSessionRefused`), known ones go on.
     """
 
     def __init__(self, *, pool: asyncpg.Pool, issuer_keys: IssuerKeys, agent_keys: DelegatedKeyDirectory,
                  replay: ReplayCache, dpop_namespace: str, dev: bool = False,
-                 delegations: DelegationCache | None = None) -> None:
+                 delegations: DelegationCache | None = None, admission: Admission | None = None) -> None:
+        self._admission = admission
         self._pool = pool
         self._issuer_keys = issuer_keys
         self._agent_keys = agent_keys
@@ -161,6 +165,7 @@ class DelegatedCallers:
             DelegatedRefusal: ``invalid_session``, ``session_ended``, ``invalid_token``,
                 ``invalid_dpop_proof``...
             Unavailable: The agent's keys or the replay cache cannot answer now.
+            NewSessionRefused: The Session would be new and the tenant may not start one now.
         """
         epoch = int(now.timestamp())
         try:
@@ -205,9 +210,16 @@ class DelegatedCallers:
                                                  ttl_s=max(int(proof.accept_until - epoch), 1))
             if not fresh:
                 raise _session_error()
-            state = await observe_delegated_session(conn, tenant_id, client_id=session.client_id, sid=session.sid,
-                                                    sub=session.sub, agent_id=session.agent_id, now=now,
-                                                    sgn=token.sgn if token is not None else None)
+            refused = await self._admission(tenant_id) if self._admission is not None else None
+            try:
+                state = await observe_delegated_session(conn, tenant_id, client_id=session.client_id, sid=session.sid,
+                                                        sub=session.sub, agent_id=session.agent_id, now=now,
+                                                        sgn=token.sgn if token is not None else None,
+                                                        create=refused is None)
+            except LookupError:
+                if refused is None:
+                    raise
+                raise NewSessionRefused(refused) from None
         if state.state == "ended":
             raise _session_error(ErrorCode.SESSION_ENDED)
         if state.state != "active":

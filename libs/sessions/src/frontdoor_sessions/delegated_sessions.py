@@ -96,7 +96,8 @@ class DelegatedState(msgspec.Struct, frozen=True, kw_only=True):
 
 
 async def observe_delegated_session(conn: asyncpg.Connection, tenant_id: str, *, client_id: str, sid: str, sub: str,
-                                    agent_id: str | None, now: datetime, sgn: str | None = None) -> DelegatedState:
+                                    agent_id: str | None, now: datetime, sgn: str | None = None,
+                                    create: bool = True) -> DelegatedState:
     """Create the Session at first sight, or check it against what was recorded.
 
     Args:
@@ -105,9 +106,17 @@ async def observe_delegated_session(conn: asyncpg.Connection, tenant_id: str, *,
         sub: The Session's user (stored as its User ID).
         agent_id: The optional ``agent_id`` claim.
         sgn: The grant family of the access token sent with the request, if any.
+        create: False when the tenant may not start new Sessions now: a known Session is
+            still checked, an unknown one is not written.
+
+    Raises:
+        LookupError: No Session has this ``sid`` and ``create`` is False (nothing was
+            written), or it vanished in between (its tenant removed).
     """
-    row = await conn.fetchrow(_OBSERVE, tenant_id, new_id("ses"), client_id, sub, now, sid, agent_id, sgn)
-    if row is None:  # a concurrent first sight committed after this statement's snapshot
+    row = None
+    if create:
+        row = await conn.fetchrow(_OBSERVE, tenant_id, new_id("ses"), client_id, sub, now, sid, agent_id, sgn)
+    if row is None:  # not to create, or a concurrent first sight committed after the statement's snapshot
         row = await conn.fetchrow(_READ, tenant_id, client_id, sid, sgn)
     if row is None:  # the Session was deleted in between (tenant removed): nothing to vouch for
         raise LookupError("the Session vanished")

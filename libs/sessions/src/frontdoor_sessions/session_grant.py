@@ -12,7 +12,9 @@ Order matters for cost and for what an unauthenticated caller can learn:
    not counted), both in one script, one round trip;
 7. the tenant's agent policy, read on every request (a blocked agent is
    ``unauthorized_client``), then the Session: new (the policy is read by the ``INSERT``
-   itself), or renewed when ``session_id`` names a live Session of the same agent and
+   itself) unless the tenant may not start new Sessions now (the ``admission`` hook,
+   billing: ``503 temporarily_unavailable`` with ``Retry-After``, asked only here, after the
+   caller is authenticated, so an unauthenticated one learns nothing), or renewed when ``session_id`` names a live Session of the same agent and
    user (else ``invalid_session``, PAP-4.2-04).
    A renewed Session keeps its state: signed in with its scope, or signed out after a
    sign-out (PAP §4.9);
@@ -36,6 +38,7 @@ from frontdoor_protocol.session_assertion import verify_session_assertion
 
 from . import session_store
 from .client_auth import verify_with_refresh
+from .new_session_admission import Admission
 from .token_binding import bind_token
 from .token_endpoint import SKEW, GrantDeps, GrantOutcome, GrantRefused, OneTimeValue, TenantIssuer
 from .token_request import JWT_BEARER, TokenRequest
@@ -53,8 +56,9 @@ class SessionGrant:
 
     grant_type = JWT_BEARER
 
-    def __init__(self, deps: GrantDeps) -> None:
+    def __init__(self, deps: GrantDeps, *, admission: Admission | None = None) -> None:
         self._deps = deps
+        self._admission = admission
 
     async def issue(self, tenant: TenantIssuer, req: TokenRequest) -> GrantOutcome:
         """Run the grant.
@@ -87,6 +91,11 @@ class SessionGrant:
         if binding.one_time is not None:
             one_time.append(binding.one_time)
         await d.claim_once_then_limit_agent(one_time, tenant, client_id)  # one round trip
+        if req.session_id is None and self._admission is not None:
+            retry_after = await self._admission(tenant.tenant_id)
+            if retry_after is not None:
+                raise GrantRefused(ProtocolError("temporarily_unavailable", "New Sessions cannot start here right now."),
+                                   {"Retry-After": str(retry_after)})
 
         # One connection, no explicit transaction: each write below is a single statement.
         async with d.pool.acquire() as conn:

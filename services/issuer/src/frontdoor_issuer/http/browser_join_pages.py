@@ -42,7 +42,7 @@ from frontdoor_core.errors import Unavailable
 from frontdoor_httpkit import BadBody, content_security_policy, origin_source, read_json
 from frontdoor_protocol import ChallengeScheme, ErrorCode, Surface
 from frontdoor_protocol.join_assertion import JOIN_ASSERTION_LIFETIME, JoinClaims, mint_join_assertion
-from frontdoor_sessions import DelegatedCallers, DelegatedRefusal, JoinGrant, TenantIssuer
+from frontdoor_sessions import DelegatedCallers, DelegatedRefusal, JoinGrant, NewSessionRefused, TenantIssuer
 from frontdoor_tenancy.domain_claims import listed_domains
 from litestar import Request, Response, get, post
 from litestar.datastructures import Cookie, State
@@ -165,7 +165,7 @@ async def join_authorize(slug: FromPath[str], request: Request[Any, Any, Any], s
                                       headers=list(request.headers.multi_items()), now=now)
     except DelegatedRefusal as refused:
         return _refusal(refused)
-    except Unavailable as exc:
+    except (Unavailable, NewSessionRefused) as exc:  # NewSessionRefused: billing, a new Session (docs/billing.md)
         return unavailable(exc.retry_after)
     session, seen = caller.session, caller.state
     signed_in = caller.token is not None and seen.signed_in

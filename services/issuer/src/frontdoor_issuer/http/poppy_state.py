@@ -16,7 +16,9 @@ echo nothing from the request.
   checked) and the grant family. ``200 {"state", "session"?, "signed_in", "account"?,
   "scope"?}`` with ``state`` one of ``active``, ``ended``, ``mismatch``, ``replayed``,
   ``refused``. A Session seen for the first time lists its agent among the tenant's agents
-  (the dashboard), as the 0.2 Session grant does, at most once a minute per agent.
+  (the dashboard), as the 0.2 Session grant does, at most once a minute per agent. While
+  the tenant may not start new Sessions (billing, docs/billing.md) an unknown Session is
+  ``503 temporarily_unavailable`` with ``Retry-After`` and not written; known ones are answered.
 
 Each endpoint is rate limited per resource-server credential (one-minute windows:
 `AGENT_KEYS_PER_CREDENTIAL_PER_MINUTE`, `SESSION_STATE_PER_CREDENTIAL_PER_MINUTE`); past
@@ -194,8 +196,17 @@ async def session_state(slug: FromPath[str], request: Request[Any, Any, Any], st
             return unavailable(exc.retry_after)
         if not first:
             return Response({"state": "replayed", "signed_in": False}, status_code=200, headers=NO_STORE)
-        seen = await observe_delegated_session(conn, tenant.tenant_id, client_id=body.client_id, sid=body.sid,
-                                               sub=body.sub, agent_id=body.agent_id, now=now, sgn=body.sgn)
+        # Billing (docs/billing.md): a suspended tenant's known Sessions are answered, a new one is not written.
+        refused: int | None = await state.session_admission.refused(tenant.tenant_id)
+        try:
+            seen = await observe_delegated_session(conn, tenant.tenant_id, client_id=body.client_id, sid=body.sid,
+                                                   sub=body.sub, agent_id=body.agent_id, now=now, sgn=body.sgn,
+                                                   create=refused is None)
+        except LookupError:
+            if refused is None:
+                raise
+            return _error("temporarily_unavailable", 503, "New Sessions cannot start here right now.",
+                          {"Retry-After": str(refused)})
         if seen.state == "active" and _SEEN.due((tenant.tenant_id, body.client_id)):
             await record_seen_delegated(conn, tenant.tenant_id, body.client_id,
                                         name=await _agent_name(state, body.client_id), now=now)

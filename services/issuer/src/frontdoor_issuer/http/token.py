@@ -8,7 +8,8 @@ Every answer, success or refusal, carries ``Cache-Control: no-store``.
 Billing (docs/billing.md): once a tenant's grace period for an unpaid invoice has ended,
 a *new* Session (jwt-bearer without ``session_id``) is refused with ``503
 temporarily_unavailable`` and ``Retry-After`` (RFC 6749 §4.1.2.1's code, the catalogue's
-503; an agent waits for Retry-After as PAP-4.3-18 asks). Renewing a Session, sign-in,
+503; an agent waits for Retry-After as PAP-4.3-18 asks), asked by the grant once the
+client is authenticated (an unauthenticated caller gets ``invalid_client``). Renewing a Session, sign-in,
 refresh and everything after are never refused for billing.
 """
 
@@ -17,12 +18,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from frontdoor_billing import SessionAdmission, SessionsSuspended
 from frontdoor_core.errors import Unavailable
 from frontdoor_core.metrics import TOKEN_GRANTS, grant_type_label
 from frontdoor_httpkit import client_address
 from frontdoor_protocol.errors import ProtocolError
-from frontdoor_sessions import JWT_BEARER, Grant, GrantRefused, TokenRequest
+from frontdoor_sessions import Grant, GrantRefused, TokenRequest
 from litestar import Request, Response, post
 from litestar.datastructures import State
 from litestar.params import FromPath
@@ -63,14 +63,6 @@ async def token(slug: FromPath[str], request: Request[Any, Any, Any], state: Sta
         client_address=client_address(request, state.ctx.settings.trusted_proxies),
     )
     kind = grant_type_label(grant_type)
-    if grant_type == JWT_BEARER and req.session_id is None and tenant.settings.protocol.serves("0.2"):
-        admission: SessionAdmission = state.session_admission
-        try:
-            await admission.check(tenant.tenant_id)
-        except SessionsSuspended as exc:
-            TOKEN_GRANTS.labels(kind, "temporarily_unavailable").inc()
-            return oauth_error(ProtocolError("temporarily_unavailable", "New Sessions cannot start here right now."),
-                               {"Retry-After": str(exc.retry_after)})
     try:
         outcome = await grant.issue(tenant, req)
     except GrantRefused as exc:
