@@ -119,7 +119,7 @@ def test_delivery_benchmarks_parse_their_flags() -> None:
 
     assert confirm_latency.parse_args([]).rate == 200.0
     args = delivery_throughput.parse_args([])
-    assert (args.rate, args.backlog, args.concurrency) == (300.0, 10_000, 2)
+    assert (args.rate, args.backlog) == (500.0, 100_000)  # #13 §3: lag at 500/s, a 100,000-message backlog
     assert delivery_throughput.parse_args(["--quick"]).backlog == 1000
     with pytest.raises(SystemExit):
         delivery_throughput.parse_args(["--rate", "0"])
