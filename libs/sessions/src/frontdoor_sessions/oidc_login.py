@@ -37,8 +37,11 @@ from frontdoor_core.outbound import FetchError, SafeFetcher
 from frontdoor_core.redis_keys import shard
 from frontdoor_tenancy.credentials.key_encryption import Kek
 from frontdoor_tenancy.issuer_settings import LoginConnection
+from frontdoor_tenancy.oidc_client_key import load_client_key
 from frontdoor_tenancy.oidc_connection import load_client_secret
+from joserfc.jwk import ECKey
 
+from .oidc_client_assertion import JWT_BEARER_ASSERTION, client_assertion
 from .oidc_id_token import IdTokenError, IdTokenReason, verify_id_token
 from .oidc_provider import ProviderMetadata, ProviderUnavailable, discover, provider_keys, refetched_keys
 
@@ -219,8 +222,10 @@ async def finish_oidc_login(conn: asyncpg.Connection, kek: Kek, login: LoginConn
     if not code or len(code) > 2048:
         raise OidcLoginFailed(OidcFailure.NO_CODE)
     secret = await load_client_secret(conn, kek, tenant_id)
+    client_key = (await load_client_key(conn, kek, tenant_id)
+                  if login.token_endpoint_auth_method == "private_key_jwt" else None)
     tokens = await _redeem(meta, login, secret or "", code=code, verifier=pending.verifier,
-                           redirect_uri=redirect_uri, fetcher=fetcher)
+                           redirect_uri=redirect_uri, fetcher=fetcher, client_key=client_key, now=now)
     id_token, access_token = tokens.get("id_token"), tokens.get("access_token")
     if not isinstance(id_token, str):
         raise OidcLoginFailed(OidcFailure.PROVIDER_DOWN)
@@ -232,11 +237,18 @@ async def finish_oidc_login(conn: asyncpg.Connection, kek: Kek, login: LoginConn
 
 
 async def _redeem(meta: ProviderMetadata, login: LoginConnection, secret: str, *, code: str, verifier: str,
-                  redirect_uri: str, fetcher: SafeFetcher) -> dict[str, Any]:
+                  redirect_uri: str, fetcher: SafeFetcher, client_key: ECKey | None = None,
+                  now: int = 0) -> dict[str, Any]:
     assert login.client_id is not None
     form = {"grant_type": "authorization_code", "code": code, "redirect_uri": redirect_uri, "code_verifier": verifier}
     headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
-    if login.token_endpoint_auth_method == "client_secret_post":
+    if login.token_endpoint_auth_method == "private_key_jwt":
+        if client_key is None:
+            raise OidcLoginFailed(OidcFailure.INVALID_CLIENT)
+        form.update(client_id=login.client_id, client_assertion_type=JWT_BEARER_ASSERTION,
+                    client_assertion=client_assertion(client_key, client_id=login.client_id,
+                                                      audience=meta.token_endpoint, now=now))
+    elif login.token_endpoint_auth_method == "client_secret_post":
         form.update(client_id=login.client_id, client_secret=secret)
     else:  # RFC 6749 §2.3.1: both form-urlencoded before the Basic encoding
         pair = f"{quote(login.client_id, safe='')}:{quote(secret, safe='')}".encode("ascii")

@@ -102,7 +102,9 @@ class LoginConnection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
         client_secret: ``oidc``: write-only. Given on a write, it is stored KEK-encrypted
             apart from the settings (`frontdoor_tenancy.oidc_connection`) and always reads
             back as null; omitted on a write, the stored secret is kept.
-        token_endpoint_auth_method: ``oidc``: ``client_secret_basic`` or ``client_secret_post``.
+        token_endpoint_auth_method: ``oidc``: ``client_secret_basic``, ``client_secret_post``
+            or ``private_key_jwt`` (a client assertion signed with the tenant's client key,
+            `frontdoor_tenancy.oidc_client_key`, published at ``{issuer}/oidc/jwks.json``).
         account_claim: ``oidc``: which claim is the company's account ID: ``sub`` (the
             default) or ``email`` (taken only when ``email_verified`` is true).
         userinfo: ``oidc``: also read the claims at the IdP's userinfo endpoint (for IdPs
@@ -118,7 +120,8 @@ class LoginConnection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     issuer: str | None = None
     client_id: str | None = None
     client_secret: str | None = None
-    token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post"] = "client_secret_basic"
+    token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post", "private_key_jwt"] = (
+        "client_secret_basic")
     account_claim: Literal["sub", "email"] = "sub"
     userinfo: bool = False
     backchannel_logout: bool = False

@@ -22,6 +22,7 @@ from frontdoor_core.errors import Invalid
 
 from .credentials.key_encryption import DecryptionError, Kek, Reencryption, row_aad
 from .issuer_settings import IssuerSettings
+from .oidc_client_key import ensure_client_key
 
 __all__ = [
     "SecretChange",
@@ -83,6 +84,10 @@ async def store_login_secret(conn: asyncpg.Connection, kek: Kek, tenant_id: str,
     if login is None or login.type != "oidc":
         gone = await conn.fetchval("DELETE FROM oidc_client_secrets WHERE tenant_id = $1 RETURNING true", tenant_id)
         return settings, "removed" if gone else "none"
+    if login.token_endpoint_auth_method == "private_key_jwt":
+        await ensure_client_key(conn, kek, tenant_id, now=now)  # signs the client assertion; no secret needed
+        if login.client_secret is None:
+            return settings, "kept" if await has_client_secret(conn, tenant_id) else "none"
     if login.client_secret is None:
         if not await has_client_secret(conn, tenant_id):
             raise Invalid("invalid_settings", "The issuer settings are not valid.",

@@ -66,6 +66,7 @@ from .http import (
     introspect,
     mediated,
     oidc_backchannel,
+    oidc_client_jwks,
     oidc_pages,
     poppy_state,
     revoke,
@@ -156,6 +157,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
                         mediated.mediated_start, mediated.mediated_code,
                         account_disconnect.account_disconnect, account_agents.account_agents, *device_pages.routes,
                         authorize.authorize, *sign_in_pages.routes, *oidc_pages.routes, *oidc_backchannel.routes,
+                        *oidc_client_jwks.routes,
                         *browser_verify.routes,  # the browser join (PAP §5), for companies' websites
                         *poppy_state.routes,  # PAP 1.0: agent keys and Session state for the sdk
                         *browser_join_pages.routes,  # PAP 1.0: the hosted browser join (ADR 0004 §8)

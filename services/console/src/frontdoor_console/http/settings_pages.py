@@ -97,7 +97,8 @@ def settings_from_form(current: IssuerSettings, form: dict[str, list[str]]) -> I
         login = LoginConnection(
             type="oidc", issuer=_text(form, "oidc_issuer") or None, client_id=_text(form, "oidc_client_id") or None,
             client_secret=(form.get("oidc_client_secret") or [""])[0] or None,  # empty: keep the stored one
-            token_endpoint_auth_method="client_secret_post" if auth == "client_secret_post" else "client_secret_basic",
+            token_endpoint_auth_method="client_secret_post" if auth == "client_secret_post"
+            else "private_key_jwt" if auth == "private_key_jwt" else "client_secret_basic",
             account_claim="email" if claim == "email" else "sub", userinfo="oidc_userinfo" in form,
             backchannel_logout="oidc_backchannel_logout" in form)
     elif login_url:
