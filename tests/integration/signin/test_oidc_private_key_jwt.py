@@ -17,6 +17,7 @@ from joserfc import jwt
 from joserfc.jwk import KeySet
 from litestar.testing import AsyncTestClient
 
+from tests.integration.console.test_cli_reencrypt_secrets import fresh  # noqa: F401 (a database of its own)
 from tests.integration.signin.conftest import new_agent
 from tests.integration.signin.test_oidc_sign_in import SECRET, _clients, staged
 from tests.support.clock import ShiftableClock
@@ -76,3 +77,20 @@ async def test_the_client_jwks_is_only_for_private_key_jwt(settings: Settings, c
                                                           pk_idp: OpenIdProvider) -> None:
     async with staged(settings, console, clock, runtime, web, pk_idp) as stage:
         assert (await stage.issuer.get(f"/{stage.tenant.slug}/oidc/jwks.json")).status_code == 404
+
+
+async def test_kek_rotation_reencrypts_the_client_keys(fresh: Any) -> None:  # noqa: F811
+    from datetime import UTC, datetime
+
+    from frontdoor_tenancy import oidc_client_key
+    from frontdoor_tenancy.credentials import Kek, generate_kek_value
+
+    old, new = generate_kek_value(), generate_kek_value()
+    async with fresh.pool.acquire() as conn:
+        await conn.execute("INSERT INTO tenants (id, slug, organization_name) VALUES ('ten_pk', 'pk-rot', 'PK')")
+        assert await oidc_client_key.ensure_client_key(conn, Kek.from_env_value(old), "ten_pk", now=datetime.now(UTC))
+    done = await oidc_client_key.reencrypt_oidc_client_keys(fresh.pool, Kek.from_env_value(f"{new},{old}"))
+    assert done.reencrypted == 1 and not done.unreadable
+    async with fresh.pool.acquire() as conn:
+        assert await oidc_client_key.load_client_key(conn, Kek.from_env_value(new), "ten_pk") is not None
+        assert await oidc_client_key.load_client_key(conn, Kek.from_env_value(old), "ten_pk") is None

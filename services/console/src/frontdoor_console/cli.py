@@ -23,7 +23,7 @@ from frontdoor_core.migrations import (
     apply_migrations,
     discover,
 )
-from frontdoor_tenancy import audit, oidc_connection, signing_keys, tenants
+from frontdoor_tenancy import audit, oidc_client_key, oidc_connection, signing_keys, tenants
 from frontdoor_tenancy.actor import Actor
 from frontdoor_tenancy.credentials.key_encryption import Kek, Reencryption
 from frontdoor_webhooks.endpoint_secrets import reencrypt_webhook_secrets
@@ -73,6 +73,7 @@ async def _reencrypt(dry_run: bool, batch: int) -> int:
             await signing_keys.reencrypt_signing_keys(pool, kek, batch=batch, dry_run=dry_run),
             await reencrypt_webhook_secrets(pool, kek, batch=batch, dry_run=dry_run),
             await oidc_connection.reencrypt_oidc_client_secrets(pool, kek, batch=batch, dry_run=dry_run),
+            await oidc_client_key.reencrypt_oidc_client_keys(pool, kek, batch=batch, dry_run=dry_run),
         ]
     finally:
         await pool.close()
