@@ -4,13 +4,17 @@ has never seen (``503 temporarily_unavailable`` with ``Retry-After``, no row wri
 a known Session's state is still answered; another tenant is untouched; paying lifts it.
 The hosted browser join's ``POST {issuer}/join/authorize`` likewise.
 At the token endpoint the suspension is asked only after client authentication: an
-unauthenticated caller gets ``invalid_client``, never the 503."""
+unauthenticated caller gets ``invalid_client``, never the 503. The ledger, which also starts
+1.0 Sessions at first sight, refuses them the same way."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
+import pytest
+from frontdoor_core.settings import Settings
 from frontdoor_sessions import DeviceStore
 from litestar.testing import AsyncTestClient
 
@@ -18,11 +22,15 @@ from tests.conftest import unique
 from tests.integration.billing.test_billing_issuer import _new_session
 from tests.integration.conftest import TenantHandle, sign_up
 from tests.integration.issuer.test_pap10_browser_join import Signer, authorize, offer_join, step1
+from tests.integration.ledger.conftest import LEDGER
+from tests.integration.pap10.conftest import make_shop
+from tests.integration.pap10.conftest import new_agent as pap10_agent
 from tests.integration.signin.conftest import make_company, new_agent, resource_credential
 from tests.support.agent import TestAgent
 from tests.support.clock import ShiftableClock
 from tests.support.dns_server import LocalDNS
 from tests.support.mock_web import MockWeb
+from tests.support.pap10_agent import Session as Pap10Session
 
 
 async def _suspend(db: Any, clock: ShiftableClock, tenant_id: str) -> None:
@@ -135,3 +143,41 @@ async def test_browser_join_refuses_a_new_1_0_session_while_suspended(
     assert await _rows(db, t.id, newcomer.sid) == 0
     # the known Session joins a browser (the same code: it was not used up by the refusal)
     assert (await authorize(billed_issuer, t, known, code)).status_code == 204
+
+
+@pytest.fixture(scope="session")
+async def billed_ledger(billed_settings: Settings, migrated: str, clock: ShiftableClock, web: MockWeb
+                        ) -> AsyncIterator[AsyncTestClient[Any]]:
+    """The ledger with billing on: it starts 1.0 Sessions at first sight too (ADR 0004 §9)."""
+    from frontdoor_core.outbound import SafeFetcher
+    from frontdoor_ledger.app import create_app
+
+    app = create_app(billed_settings, clock=clock, fetcher=SafeFetcher(transport=web))
+    async with AsyncTestClient(app, base_url=LEDGER) as client:
+        yield client
+
+
+async def test_the_ledger_refuses_a_new_1_0_session_while_suspended(
+        billed_console: AsyncTestClient[Any], billed_issuer: AsyncTestClient[Any],
+        billed_ledger: AsyncTestClient[Any], clock: ShiftableClock, web: MockWeb, db: Any) -> None:
+    """A 1.0 request at the ledger with a never-seen ``sid`` would create a Session row: refused
+    like ``session-state`` (503 + ``Retry-After``, no row); a known Session's operation is read."""
+    t = await sign_up(billed_console)
+    shop = await make_shop(billed_console, billed_issuer, billed_ledger, t, clock, web)
+    agent, known = pap10_agent(web, clock), Pap10Session(sub=unique("user-"))
+    op = await shop.operation(db, agent, known)
+
+    await _suspend(db, clock, t.id)
+    fresh = Pap10Session(sub=unique("user-"))
+    r = await shop.read(agent, fresh, op["operation_id"])
+    assert r.status_code == 503 and r.json()["error"] == "temporarily_unavailable", r.text
+    assert r.headers["retry-after"] == "3600" and r.headers["cache-control"] == "no-store"
+    assert "billing" not in r.text.lower()
+    assert await _rows(db, t.id, fresh.sid) == 0
+    r = await shop.read(agent, known, op["operation_id"])  # the known Session goes on
+    assert r.status_code == 200 and r.json()["state"] == "proposed", r.text
+
+    await _pay(db, clock, t.id)
+    r = await shop.read(agent, fresh, "op_" + "0" * 26)  # seen now: an unknown operation, not a refusal
+    assert r.status_code == 404, r.text
+    assert await _rows(db, t.id, fresh.sid) == 1

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from frontdoor_billing import BillingConfig, SessionAdmission
 from frontdoor_core.clock import Clock
 from frontdoor_core.errors import DomainError
 from frontdoor_core.logging import configure_logging
@@ -117,7 +118,11 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
         ctx = LedgerContext(runtime=rt, keys=IssuerKeys(kek), replay=ReplayCache(rt.redis),
                             directory=AgentDirectory(the_fetcher, rt.clock), waiters=waiters,
                             agent_keys=DelegatedKeyDirectory(the_fetcher, rt.clock))
-        ctx.delegated_callers = delegated_callers(ctx)  # PAP 1.0 (ADR 0004 §9)
+        # Billing: a suspended tenant's new 1.0 Sessions are refused, as at the issuer (docs/billing.md).
+        admission = SessionAdmission(rt.pool, BillingConfig.from_settings(settings), rt.clock,
+                                     ttl=settings.billing_standing_cache,
+                                     retry_after=max(1, int(settings.billing_sessions_retry_after.total_seconds())))
+        ctx.delegated_callers = delegated_callers(ctx, admission=admission.refused)  # PAP 1.0 (ADR 0004 §9)
         ctx.performer = Performer(ctx, fetcher=the_fetcher, kek=kek)
         conversations = ConversationsHub(ctx, fetcher=the_fetcher, kek=kek)
         await conversations.start()

@@ -29,7 +29,7 @@ from frontdoor_protocol import (
     Surface,
     parse_scope,
 )
-from frontdoor_sessions import DelegatedCallers, DelegatedRefusal
+from frontdoor_sessions import Admission, DelegatedCallers, DelegatedRefusal, NewSessionRefused
 from litestar import Request, Response
 
 from .context import LedgerContext, LedgerTenant
@@ -41,14 +41,17 @@ _SESSION_CODES = frozenset({ErrorCode.INVALID_SESSION, ErrorCode.SESSION_ENDED})
 _DPOP_NAMESPACE = "dpop-ledger"  # the ledger's DPoP proofs, 0.2 and 1.0 alike
 
 
-def delegated_callers(ctx: LedgerContext) -> DelegatedCallers:
+def delegated_callers(ctx: LedgerContext, *, admission: Admission | None = None) -> DelegatedCallers:
     """The ledger's 1.0 verifier: one per process, with the process's verified delegations.
 
     The :class:`DelegationCache` (ADR 0004 §3 step 4) lets an agent's delegation be parsed
-    and verified once; only its kid, iss and times are checked again.
+    and verified once; only its kid, iss and times are checked again. ``admission`` is asked
+    only when a request would start a Session never seen before (billing, docs/billing.md):
+    a suspended tenant's new 1.0 Sessions are refused here as at the issuer.
     """
     return DelegatedCallers(pool=ctx.pool, issuer_keys=ctx.keys, agent_keys=ctx.agent_keys, replay=ctx.replay,
-                            dpop_namespace=_DPOP_NAMESPACE, dev=ctx.settings.is_dev, delegations=DelegationCache())
+                            dpop_namespace=_DPOP_NAMESPACE, dev=ctx.settings.is_dev, delegations=DelegationCache(),
+                            admission=admission)
 
 
 class DelegatedCallerView(CallerView, frozen=True, kw_only=True):
@@ -102,6 +105,8 @@ async def authenticate_delegated(ctx: LedgerContext, tenant: LedgerTenant, reque
     except DelegatedRefusal as refused:
         return delegated_refusal(refused.error, scheme=refused.scheme)
     except Unavailable as exc:
+        return _unavailable(exc.retry_after)
+    except NewSessionRefused as exc:  # the tenant may not start new Sessions now; nothing was written
         return _unavailable(exc.retry_after)
     session, token = verified.session, verified.token
     return DelegatedCallerView(
