@@ -42,6 +42,7 @@ PREFIX = f"{RELEASE}-frontdoor-"
 
 HTTP_PORTS = {"console": 8000, "issuer": 8001, "ledger": 8002}
 INTERNET = {"console", "issuer", "deliverer", "worker"}
+METRICS = {"console", "issuer", "ledger", "deliverer", "worker"}   # beat runs no task
 CRD_KINDS = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): "servicemonitor.json",
     ("gateway.networking.k8s.io/v1", "HTTPRoute"): "httproute.json",
@@ -49,7 +50,7 @@ CRD_KINDS = {
 }
 # Set by the chart itself (never through `config`), and `make run`-only settings.
 CHART_MANAGED = {"FRONTDOOR_ENV", "FRONTDOOR_KEK", "DATABASE_URL", "REDIS_URL", "FRONTDOOR_CONSOLE_BASE_URL",
-                 "FRONTDOOR_ISSUER_BASE_URL", "FRONTDOOR_LEDGER_BASE_URL", "OTEL_EXPORTER_OTLP_ENDPOINT",
+                 "FRONTDOOR_ISSUER_BASE_URL", "FRONTDOOR_LEDGER_BASE_URL", "OTEL_EXPORTER_OTLP_ENDPOINT", "FRONTDOOR_METRICS_PORT",
                  "STRIPE_API_KEY", "STRIPE_WEBHOOK_SECRET"}
 DEV_ONLY = {"FRONTDOOR_DATA_DIR", "FRONTDOOR_CONSOLE_PORT", "FRONTDOOR_ISSUER_PORT", "FRONTDOOR_LEDGER_PORT",
             "FRONTDOOR_EXAMPLE_PORT"}
@@ -76,7 +77,7 @@ def variants() -> dict[str, dict[str, Any]]:
         "ingress": {"enabled": False},
         "httpRoute": {"enabled": True, "parentRefs": [{"name": "public", "namespace": "gateway-system",
                                                        "sectionName": "https"}]},
-        "serviceMonitor": {"enabled": True},
+        "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus"}}},
         "reencryptSecrets": {"enabled": True, "dryRun": True},
     })
     return {"default": {}, "production": production_values(), "gateway": gateway}
@@ -279,16 +280,20 @@ def network_problems(docs: list[Doc], values: dict[str, Any]) -> list[str]:
         if types != {"Ingress", "Egress"}:
             problems.append(f"{where}: policyTypes {sorted(types)}")
         ingress = [r for p in mine for r in p["spec"].get("ingress", [])]
+        # Each rule is one (peers, port) pair: the ingress controller to http, the scraper to metrics.
+        allowed = {}
         if name in HTTP_PORTS:
-            for rule in ingress:
-                if rule.get("from") != merged["networkPolicy"]["ingressFrom"]:
-                    problems.append(f"{where}: ingress from {rule.get('from')} besides the ingress controller")
-                if [p.get("port") for p in rule.get("ports", [])] != ["http"]:
-                    problems.append(f"{where}: ingress on ports other than http")
-            if not ingress:
-                problems.append(f"{where}: the ingress controller cannot reach it")
-        elif ingress:
-            problems.append(f"{where}: serves nothing but allows ingress {ingress}")
+            allowed["http"] = merged["networkPolicy"]["ingressFrom"]
+        if name in METRICS:
+            allowed["metrics"] = merged["metrics"]["scrapeFrom"]
+        for rule in ingress:
+            ports = [p.get("port") for p in rule.get("ports", [])]
+            if len(ports) != 1 or ports[0] not in allowed:
+                problems.append(f"{where}: ingress on ports {ports}, not one of {sorted(allowed)}")
+            elif rule.get("from") != allowed[ports[0]]:
+                problems.append(f"{where}: ingress to {ports[0]} from {rule.get('from')}")
+        if {p.get("port") for r in ingress for p in r.get("ports", [])} != set(allowed):
+            problems.append(f"{where}: ingress rules {ingress} do not open exactly {sorted(allowed)}")
         egress = [r for p in mine for r in p["spec"].get("egress", [])]
         if not any({"port": 53, "protocol": "UDP"} in r.get("ports", []) for r in egress):
             problems.append(f"{where}: no DNS egress")
@@ -419,6 +424,52 @@ def test_crd_kinds_are_rendered_and_validated(rendered: dict[str, list[Doc]]) ->
     assert crd_problems(cluster) == []
     # The production values read CloudNativePG's app Secret of that Cluster.
     assert production_values()["database"] == {"existingSecret": f"{cluster['metadata']['name']}-app", "secretKey": "uri"}
+
+
+def _matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_metrics_port_is_internal(rendered: dict[str, list[Doc]], variant: str) -> None:
+    """Each metrics component: FRONTDOOR_METRICS_PORT = the container port `metrics`, on a headless Service only."""
+    docs, port = rendered[variant], 9100
+    services = of_kind(docs, "Service").values()
+    for name, dep in deployments(docs).items():
+        c = dep["spec"]["template"]["spec"]["containers"][0]
+        ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+        env = env_of(c)
+        if name not in METRICS:
+            assert "metrics" not in ports and "FRONTDOOR_METRICS_PORT" not in env, name
+            continue
+        assert ports["metrics"] == port and env["FRONTDOOR_METRICS_PORT"]["value"] == str(port), name
+        pod = dep["spec"]["template"]["metadata"]["labels"]
+        carrying = [s for s in services if _matches(s["spec"]["selector"], pod)
+                    and any(p.get("targetPort") == "metrics" for p in s["spec"]["ports"])]
+        assert [s["metadata"]["name"] for s in carrying] == [f"{PREFIX}{name}-metrics"], name
+        assert carrying[0]["spec"]["clusterIP"] == "None"
+        assert [p["name"] for p in carrying[0]["spec"]["ports"]] == ["metrics"]
+    public = [p for s in services if not s["metadata"]["name"].endswith("-metrics") for p in s["spec"]["ports"]]
+    assert {p["targetPort"] for p in public} == {"http"}
+
+
+def test_service_monitor_per_metrics_component(rendered: dict[str, list[Doc]]) -> None:
+    docs = rendered["gateway"]
+    monitors = of_kind(docs, "ServiceMonitor")
+    assert {component(m) for m in monitors.values()} == METRICS and len(monitors) == len(METRICS)
+    services = of_kind(docs, "Service").values()
+    pods = {n: d["spec"]["template"]["metadata"]["labels"] for n, d in deployments(docs).items()}
+    for m in monitors.values():
+        assert m["metadata"]["labels"]["release"] == "kube-prometheus"
+        chosen = [s for s in services if _matches(m["spec"]["selector"]["matchLabels"], s["metadata"]["labels"])]
+        assert [s["metadata"]["name"] for s in chosen] == [f"{PREFIX}{component(m)}-metrics"]
+        assert [e["port"] for e in m["spec"]["endpoints"]] == ["metrics"]
+        assert {e["path"] for e in m["spec"]["endpoints"]} == {"/metrics"}
+        assert m["spec"]["endpoints"][0]["port"] in {p["name"] for p in chosen[0]["spec"]["ports"]}
+        # ...and that Service's selector picks that component's pods and no other's.
+        assert [n for n, labels in pods.items() if _matches(chosen[0]["spec"]["selector"], labels)] == [component(m)]
+    for name in ("default", "production"):
+        assert of_kind(rendered[name], "ServiceMonitor") == {}
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

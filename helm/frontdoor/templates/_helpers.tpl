@@ -27,6 +27,11 @@ issuer: 8001
 ledger: 8002
 {{- end -}}
 
+{{/* Components serving Prometheus /metrics on .Values.metrics.port (beat runs no task: nothing to count). */}}
+{{- define "frontdoor.metricsComponents" -}}
+[console, issuer, ledger, deliverer, worker]
+{{- end -}}
+
 {{/* Components allowed to reach the internet (public addresses only). */}}
 {{- define "frontdoor.internetComponents" -}}
 [console, issuer, deliverer, worker]
@@ -135,6 +140,10 @@ app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 {{- if $v.telemetry.otlpEndpoint }}
 - name: OTEL_EXPORTER_OTLP_ENDPOINT
   value: {{ $v.telemetry.otlpEndpoint | quote }}
+{{- end }}
+{{- if has .component (include "frontdoor.metricsComponents" .root | fromYamlArray) }}
+- name: FRONTDOOR_METRICS_PORT
+  value: {{ $v.metrics.port | quote }}
 {{- end }}
 {{- range $key, $value := $v.config }}
 - name: {{ $key }}
