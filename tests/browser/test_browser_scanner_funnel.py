@@ -1,4 +1,4 @@
-"""The public domain scanner in a real browser (issue #19 §2/§3 proof).
+"""The public domain scanner and the agent funnel in a real browser (issue #19 §2/§3 proof).
 
 A console served by uvicorn whose scanner fetches from a pretend internet (``MockWeb``):
 a domain serving exactly what Frontdoor generates for it (the real issuer app answering
@@ -6,6 +6,9 @@ its issuer URLs) scores 100 with no finding; the same domain with the wrong doma
 ``poppy.json``, and a domain with no ``poppy.json`` at all, show the right finding code and
 its fix link. The result URL is shareable (a reload and a second browser show the same
 result) and the page works with JavaScript disabled.
+
+The agent funnel, after a scripted set of journeys (Sessions started at the real issuer, a
+sign-in, an operation proposed, approved and performed), shows exactly those counts.
 """
 
 from __future__ import annotations
@@ -200,3 +203,54 @@ async def test_a_domain_without_poppy_json_shows_why_and_how_to_fix_it(
     assert codes and codes[0] == "not_found", codes
     fix = result.locator(f"article[data-finding={codes[0]}] a", has_text="Read more")
     assert str(await fix.get_attribute("href")).startswith(DOCS)
+
+
+async def test_the_funnel_page_shows_exactly_what_a_scripted_set_of_agent_journeys_did(
+    context: Any, db: Any, runtime: Any, live_issuer: Any, agent_web: MockWeb,
+) -> None:
+    from frontdoor_core.ids import new_id
+    from frontdoor_operations import ledger
+
+    from tests.browser.test_browser_journeys import BROWSER_ISSUER, _sign_in, _sign_up, _tenant_id
+    from tests.integration.console.test_operation_pages import add_operation
+    from tests.support.agent import TestAgent as Agent
+
+    page = await context.new_page()
+    slug, email = await _sign_up(page)
+    api_key = (await page.locator("#new-api-key").inner_text()).strip()
+    tenant_id = await _tenant_id(db, email)
+    auth = {"Authorization": f"Bearer {api_key}"}
+    r = await page.request.post("/api/v1/webhook-endpoints", headers=auth,
+                                data={"url": f"https://{unique('hooks-')}.example/perform", "event_types": []})
+    assert r.status == 201, await r.text()
+    kind = unique("order.place-")
+    r = await page.request.put(f"/api/v1/operation-kinds/{kind}", headers=auth,
+                               data={"perform_endpoint_id": (await r.json())["endpoint"]["id"],
+                                     "scopes": ["orders:write"]})
+    assert r.status == 200, await r.text()
+
+    # The script: one agent starts 3 Sessions at the real issuer, 1 sign-in completes (recorded as the
+    # issuer records a completed Device sign-in), 1 operation is proposed, approved and performed.
+    agent = Agent(host=f"{unique('funnel-')}.example", name="Funnel Assistant").publish(agent_web)
+    issuer = f"{BROWSER_ISSUER}/{slug}"
+    for user in ("user-1", "user-2", "user-3"):
+        started = await live_issuer.post(f"/{slug}/oauth/token", data=agent.token_form(issuer, user),
+                                         headers={"DPoP": agent.dpop("POST", f"{issuer}/oauth/token")})
+        assert started.status_code == 200, started.text
+    await db.execute("INSERT INTO sign_ins (tenant_id, id, client_id, user_id, account_id, scope, type, created_at)"
+                     " VALUES ($1, $2, $3, 'user-1', 'acct-1', 'poppy:read', 'device', now())",
+                     tenant_id, new_id("asn"), agent.client_id)
+    op = await add_operation(runtime, tenant_id, kind, client_id=agent.client_id, confirm=True)
+    async with runtime.pool.acquire() as conn:
+        await ledger.record_outcome(conn, tenant_id, op.id, outcome="succeeded", result={"summary": "Ordered"},
+                                    now=runtime.clock())
+
+    await _sign_in(page, email)
+    await page.goto("/analytics/funnel?days=7")
+    await expect(page.locator("h1")).to_have_text("Agent funnel")
+    expected = {"sessions": "3", "sign_ins": "1", "proposed": "1", "approved": "1", "performed": "1",
+                "failed": "0", "unknown": "0"}
+    for row in (page.locator(f"tr[data-agent='{agent.client_id}']"), page.locator("tr[data-agent=total]")):
+        for metric, count in expected.items():
+            await expect(row.locator(f"td[data-count={metric}]")).to_have_text(count)
+    await expect(page.locator("table[data-table=funnel] tbody tr")).to_have_count(2)  # this agent and the total
