@@ -15,6 +15,8 @@ from frontdoor_core.logging import configure_logging
 
 from .observability import connect as connect_tracing
 from .settings import load
+from .task_metrics import connect as connect_metrics
+from .task_metrics import prepare as prepare_metrics
 
 __all__ = ["app", "broker_url"]
 
@@ -28,6 +30,8 @@ def broker_url(redis_url: str) -> str:
 
 
 _settings = load()
+prepare_metrics(_settings.metrics_port)  # before any metric exists: prefork children share one listener
+connect_metrics(_settings.metrics_port)  # task runs counted from signals; /metrics from the worker's parent
 app = Celery("frontdoor", broker=broker_url(_settings.redis_url or "redis://127.0.0.1:6379/0"),
              include=["frontdoor_dispatcher.tasks.domains", "frontdoor_dispatcher.tasks.keys",
                       "frontdoor_dispatcher.tasks.webhooks", "frontdoor_dispatcher.tasks.recoveries",
