@@ -1,0 +1,92 @@
+"""A real Celery worker (prefork, two children) serves its task metrics on FRONTDOOR_METRICS_PORT.
+
+The runs happen in the forked children; the parent's listener must show their sum
+(prometheus_client multiprocess mode, frontdoor_dispatcher.task_metrics). The worker listens
+on a queue of its own so it never takes another test's task.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from celery import Celery
+from frontdoor_core.settings import Settings
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.eventually import eventually
+
+TASK = "frontdoor.operations.expire_due"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def worker(settings: Settings, migrated: str, kek_value: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    queue, port = f"metrics-test-{secrets.token_hex(4)}", _free_port()
+    env = {**os.environ, "FRONTDOOR_ENV": "test", "DATABASE_URL": settings.database_url,
+           "REDIS_URL": settings.redis_url, "FRONTDOOR_KEK": kek_value, "FRONTDOOR_DATA_DIR": str(tmp_path),
+           "FRONTDOOR_METRICS_PORT": str(port)}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    celery = str(Path(sys.executable).with_name("celery"))
+    proc = subprocess.Popen(
+        [celery, "-A", "frontdoor_dispatcher.celery_app", "worker", "--pool", "prefork", "--concurrency", "2",
+         "-Q", queue, "-n", f"{queue}@%h", "--without-mingle", "--without-gossip"],
+        env=env, stdout=(tmp_path / "worker.log").open("wb"), stderr=subprocess.STDOUT)
+    try:
+        yield queue, f"http://127.0.0.1:{port}"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+async def test_prefork_children_runs_are_served_by_the_parent(settings: Settings, worker: tuple[str, str]) -> None:
+    queue, base = worker
+
+    async def listening() -> None:
+        try:
+            async with httpx.AsyncClient() as c:
+                r = await c.get(f"{base}/metrics")
+        except httpx.TransportError as exc:
+            raise AssertionError("not listening yet") from exc
+        assert r.status_code == 200
+
+    await eventually(listening, timeout=60)
+    client = Celery("metrics-test-client", broker=settings.redis_url.replace("unix://", "redis+socket://"),
+                    set_as_current=False)
+    sent_at = time.time()
+    for _ in range(3):
+        client.send_task(TASK, queue=queue)
+
+    async def counted() -> dict[str, float]:
+        async with httpx.AsyncClient() as c:
+            text = (await c.get(f"{base}/metrics")).text
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for fam in text_string_to_metric_families(text) for s in fam.samples}
+        runs = samples.get(("frontdoor_celery_tasks_total", (("outcome", "succeeded"), ("task", TASK))), 0.0)
+        assert runs == 3, runs
+        return {
+            "durations": samples[("frontdoor_celery_task_duration_seconds_count", (("task", TASK),))],
+            "last": samples[("frontdoor_celery_task_last_success_timestamp_seconds", (("task", TASK),))],
+        }
+
+    seen = await eventually(counted, timeout=60)
+    assert seen["durations"] == 3
+    assert seen["last"] >= sent_at
