@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 
 from frontdoor_core import metrics
+from frontdoor_dispatcher import task_metrics
+from prometheus_client.registry import REGISTRY
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "frontdoor.json"
 # Litestar's Prometheus middleware with prefix "frontdoor" (frontdoor_httpkit.metrics)
@@ -21,6 +23,9 @@ def _exported() -> set[str]:
         if callable(describe) and hasattr(value, "_name"):
             for family in describe():
                 names.update(s for s in (family.name, family.name + "_total"))
+    # The Celery worker's, made when it connects its signals (every sample name, _bucket included).
+    task_metrics.connect(0)
+    names.update(n for n in REGISTRY._names_to_collectors if n.startswith("frontdoor_celery_"))
     return names
 
 
