@@ -42,7 +42,7 @@ PREFIX = f"{RELEASE}-frontdoor-"
 
 HTTP_PORTS = {"console": 8000, "issuer": 8001, "ledger": 8002}
 INTERNET = {"console", "issuer", "deliverer", "worker"}
-METRICS = {"console", "issuer", "ledger", "deliverer", "worker"}   # beat runs no task
+METRICS = {"console", "issuer", "ledger", "deliverer", "worker", "beat"}
 CRD_KINDS = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): "servicemonitor.json",
     ("gateway.networking.k8s.io/v1", "HTTPRoute"): "httproute.json",

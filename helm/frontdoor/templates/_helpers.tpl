@@ -27,9 +27,9 @@ issuer: 8001
 ledger: 8002
 {{- end -}}
 
-{{/* Components serving Prometheus /metrics on .Values.metrics.port (beat runs no task: nothing to count). */}}
+{{/* Components serving Prometheus /metrics on .Values.metrics.port (all of them). */}}
 {{- define "frontdoor.metricsComponents" -}}
-[console, issuer, ledger, deliverer, worker]
+[console, issuer, ledger, deliverer, worker, beat]
 {{- end -}}
 
 {{/* Components allowed to reach the internet (public addresses only). */}}

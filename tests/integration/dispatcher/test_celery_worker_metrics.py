@@ -1,4 +1,4 @@
-"""A real Celery worker (prefork, two children) serves its task metrics on FRONTDOOR_METRICS_PORT.
+"""A real Celery worker (prefork, two children) and beat serve their metrics on FRONTDOOR_METRICS_PORT.
 
 The runs happen in the forked children; the parent's listener must show their sum
 (prometheus_client multiprocess mode, frontdoor_dispatcher.task_metrics). The worker listens
@@ -34,27 +34,62 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def worker(settings: Settings, migrated: str, kek_value: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    queue, port = f"metrics-test-{secrets.token_hex(4)}", _free_port()
+def _start(args: list[str], settings: Settings, kek_value: str, tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
     env = {**os.environ, "FRONTDOOR_ENV": "test", "DATABASE_URL": settings.database_url,
            "REDIS_URL": settings.redis_url, "FRONTDOOR_KEK": kek_value, "FRONTDOOR_DATA_DIR": str(tmp_path),
            "FRONTDOOR_METRICS_PORT": str(port)}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     celery = str(Path(sys.executable).with_name("celery"))
-    proc = subprocess.Popen(
-        [celery, "-A", "frontdoor_dispatcher.celery_app", "worker", "--pool", "prefork", "--concurrency", "2",
-         "-Q", queue, "-n", f"{queue}@%h", "--without-mingle", "--without-gossip"],
-        env=env, stdout=(tmp_path / "worker.log").open("wb"), stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([celery, "-A", "frontdoor_dispatcher.celery_app", *args], env=env,
+                            stdout=(tmp_path / f"{args[0]}.log").open("wb"), stderr=subprocess.STDOUT)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGTERM)
     try:
-        yield queue, f"http://127.0.0.1:{port}"
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture
+def worker(settings: Settings, migrated: str, kek_value: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    queue = f"metrics-test-{secrets.token_hex(4)}"
+    proc, base = _start(["worker", "--pool", "prefork", "--concurrency", "2", "-Q", queue, "-n", f"{queue}@%h",
+                         "--without-mingle", "--without-gossip"], settings, kek_value, tmp_path)
+    try:
+        yield queue, base
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
+
+
+async def _samples(base: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    try:
+        async with httpx.AsyncClient() as c:
+            r = await c.get(f"{base}/metrics")
+    except httpx.TransportError as exc:
+        raise AssertionError("not listening yet") from exc
+    assert r.status_code == 200
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for fam in text_string_to_metric_families(r.text) for s in fam.samples}
+
+
+async def test_beat_counts_the_jobs_it_sends(settings: Settings, migrated: str, kek_value: str,
+                                             tmp_path: Path) -> None:
+    proc, base = _start(["beat"], settings, kek_value, tmp_path)
+    try:
+        async def sent() -> float:
+            samples = await _samples(base)
+            n = samples.get(("frontdoor_celery_beat_sent_total", (("task", "frontdoor.webhooks.recoveries"),)), 0.0)
+            assert n >= 1, n   # scheduled every 5 s
+            return n
+
+        await eventually(sent, timeout=60)
+    finally:
+        _stop(proc)
 
 
 async def test_prefork_children_runs_are_served_by_the_parent(settings: Settings, worker: tuple[str, str]) -> None:

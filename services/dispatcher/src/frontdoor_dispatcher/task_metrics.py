@@ -9,13 +9,16 @@ three outcomes; no argument becomes a label.
   ``retried``;
 - ``frontdoor_celery_task_duration_seconds{task}``: run time of each attempt;
 - ``frontdoor_celery_task_last_success_timestamp_seconds{task}``: when a job last finished
-  well (alert on ``time() - ... > 3 * its schedule``).
+  well (alert on ``time() - ... > 3 * its schedule``);
+- beat, which runs no task, serves ``frontdoor_celery_beat_sent_total{task}``: the jobs it
+  has put on the queue (``before_task_publish`` in the beat process).
 
 The worker runs Celery's prefork pool (``--concurrency N``; ``make run`` uses 1), so tasks
 run in forked children while the listener must live in the parent: `prepare` switches on
 prometheus_client's multiprocess mode (a fresh ``PROMETHEUS_MULTIPROC_DIR`` unless one is
 set) before any metric exists, each child writes its samples there, and the parent serves
-their sum on ``FRONTDOOR_METRICS_PORT`` from ``worker_init``. With ``--pool solo`` or
+their sum on ``FRONTDOOR_METRICS_PORT`` from ``worker_init`` (beat, one process, from
+``beat_init``). With ``--pool solo`` or
 ``threads`` the same code serves the one process's samples.
 """
 
@@ -50,7 +53,15 @@ def connect(metrics_port: int) -> None:
     """Count every task run in this process (and its forks); serve from the worker's parent."""
     if _state["connected"]:
         return
-    from celery.signals import task_postrun, task_prerun, worker_init, worker_process_shutdown, worker_shutdown
+    from celery.signals import (
+        beat_init,
+        before_task_publish,
+        task_postrun,
+        task_prerun,
+        worker_init,
+        worker_process_shutdown,
+        worker_shutdown,
+    )
     from prometheus_client import Counter, Gauge, Histogram
 
     tasks = Counter("frontdoor_celery_tasks", "Celery task runs by task and outcome", ["task", "outcome"])
@@ -58,6 +69,7 @@ def connect(metrics_port: int) -> None:
                          ["task"], buckets=BUCKETS)
     last_success = Gauge("frontdoor_celery_task_last_success_timestamp_seconds",
                          "Unix time a Celery task last succeeded", ["task"], multiprocess_mode="max")
+    sent = Counter("frontdoor_celery_beat_sent", "Periodic jobs beat has put on the queue", ["task"])
 
     @task_prerun.connect(weak=False)
     def _prerun(task_id: str = "", **_: Any) -> None:
@@ -79,6 +91,16 @@ def connect(metrics_port: int) -> None:
     @worker_init.connect(weak=False)
     def _serve(**_: Any) -> None:
         serve(metrics_port)
+
+    @beat_init.connect(weak=False)
+    def _serve_beat(**_: Any) -> None:
+        _state["beat"] = True
+        serve(metrics_port)
+
+    @before_task_publish.connect(weak=False)
+    def _sent(sender: Any = None, **_: Any) -> None:
+        if _state.get("beat"):
+            sent.labels(str(sender)).inc()
 
     @worker_shutdown.connect(weak=False)
     def _stop(**_: Any) -> None:
