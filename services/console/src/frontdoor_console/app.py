@@ -117,6 +117,7 @@ def create_app(
         funnel_pages,
         operations_api,
         scanner_pages,
+        simulator_pages,
     )
 
     routes: list[Any] = [
@@ -141,6 +142,8 @@ def create_app(
         *billing_pages.public_routes,
         *scanner_pages.routes,
         funnel_pages.router,
+        simulator_pages.router,
+        *simulator_pages.public_routes,
         openapi_json,
         create_static_files_router(path="/static", directories=[_HERE / "static"], include_in_schema=False),
         *(extra_routes or []),

@@ -1,0 +1,79 @@
+"""The agent simulator (``/simulator``): admins and owners run it, viewers read the page.
+
+``GET /simulator`` shows the simulator's identity and a Run button; ``POST /simulator``
+(write permission, so a viewer gets 403) runs every step and renders the exchanges
+server-side (no JavaScript). ``GET /simulator/{slug}/agent.json`` and ``jwks.json`` are
+the simulator agent's public Client ID Metadata Document and keys, fetched by the issuer
+like any agent's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from frontdoor_core.errors import NotFound
+from frontdoor_tenancy import tenants
+from litestar import Response, Router, get, post
+from litestar.datastructures import State
+from litestar.di import Provide
+from litestar.response import Template
+
+from ..access import PUBLIC, opt
+from ..simulator import load_identity, simulate
+from .deps import ctx_of
+from .page import EXCEPTION_HANDLERS, Console, provide_console
+from .scanner_pages import DOCS_BASE
+
+__all__ = ["public_routes", "router"]
+
+_CACHE = {"Cache-Control": "max-age=300"}
+
+
+async def _identity(state: State, tenant_id: str, slug: str) -> Any:
+    ctx = ctx_of(state)
+    async with ctx.pool.acquire() as conn:
+        return await load_identity(conn, ctx.kek, tenant_id, slug, console_base_url=ctx.settings.console_base_url,
+                                   now=ctx.now())
+
+
+@get("/simulator")
+async def simulator_page(console: Console, state: State) -> Template:
+    identity = await _identity(state, console.tenant.id, console.tenant.slug)
+    return console.page("simulator.html", nav="simulator", identity=identity, steps=None, docs=DOCS_BASE)
+
+
+@post("/simulator")
+async def run_simulator(console: Console, state: State) -> Template:
+    ctx = ctx_of(state)
+    identity = await _identity(state, console.tenant.id, console.tenant.slug)
+    async with ctx.pool.acquire() as conn:
+        steps = await simulate(conn, identity, ctx.fetcher, tenant_id=console.tenant.id, slug=console.tenant.slug,
+                               base_url=ctx.settings.issuer_base_url, now=ctx.now(), dev=ctx.settings.is_dev)
+    return console.page("simulator.html", nav="simulator", identity=identity, steps=steps, docs=DOCS_BASE)
+
+
+async def _public_identity(state: State, slug: str) -> Any:
+    ctx = ctx_of(state)
+    async with ctx.pool.acquire() as conn:
+        tenant = await tenants.tenant_by_slug(conn, slug)
+    if tenant is None:
+        raise NotFound("not_found", "No such simulator agent.")
+    return await _identity(state, tenant.id, tenant.slug)
+
+
+@get("/simulator/{slug:str}/agent.json", opt=opt(PUBLIC), include_in_schema=False)
+async def simulator_metadata(slug: str, state: State) -> Response[Any]:
+    identity = await _public_identity(state, slug)
+    return Response(identity.metadata(), headers=_CACHE, media_type="application/json")
+
+
+@get("/simulator/{slug:str}/jwks.json", opt=opt(PUBLIC), include_in_schema=False)
+async def simulator_jwks(slug: str, state: State) -> Response[Any]:
+    identity = await _public_identity(state, slug)
+    return Response(identity.jwks(), headers=_CACHE, media_type="application/json")
+
+
+public_routes = [simulator_metadata, simulator_jwks]
+router = Router(path="/", route_handlers=[simulator_page, run_simulator],
+                dependencies={"console": Provide(provide_console)}, exception_handlers=EXCEPTION_HANDLERS,
+                include_in_schema=False)

@@ -1,0 +1,117 @@
+"""The simulator's agent client: what any personal agent sends, built with joserfc.
+
+A signed-out Session (PAP §4.5: the jwt-bearer grant, ``private_key_jwt`` client
+authentication, a DPoP proof, RFC 9449 nonce retry), revocation (RFC 7009, PAP §4.9) and a
+resource request with the Session Token and its proof (the issuer's feedback endpoint,
+PAP §8). Every request goes over HTTP through the SSRF-safe fetcher.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import secrets
+from typing import Any, Final
+from urllib.parse import urlencode
+
+from frontdoor_core.outbound import FetchResult
+from joserfc import jwt
+from joserfc.jwk import ECKey
+
+from .exchange import DecodedJwt, RecordingFetcher, redact_form
+from .identity import SimulatorIdentity
+
+__all__ = ["CLIENT_ASSERTION_TYPE", "JWT_BEARER", "SimulatorAgent", "error_of"]
+
+JWT_BEARER: Final = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+CLIENT_ASSERTION_TYPE: Final = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+_FORM: Final = "application/x-www-form-urlencoded"
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+class SimulatorAgent:
+    """One run's agent: the tenant's simulator identity and a fresh DPoP key."""
+
+    def __init__(self, identity: SimulatorIdentity, http: RecordingFetcher, *, now: int, user_id: str) -> None:
+        self.identity = identity
+        self.http = http
+        self.now = now
+        self.user_id = user_id
+        self.dpop_key = ECKey.generate_key("P-256")
+        self.nonce: str | None = None
+
+    def _sign(self, claims: dict[str, Any]) -> str:
+        return jwt.encode({"alg": "ES256", "kid": self.identity.kid}, claims, self.identity.key)
+
+    def client_auth(self, issuer: str) -> dict[str, str]:
+        """``private_key_jwt`` client authentication (RFC 7523 §2.2)."""
+        cid = self.identity.client_id
+        assertion = self._sign({"iss": cid, "sub": cid, "aud": issuer, "iat": self.now, "exp": self.now + 60,
+                                "jti": secrets.token_urlsafe(16)})
+        return {"client_id": cid, "client_assertion_type": CLIENT_ASSERTION_TYPE, "client_assertion": assertion}
+
+    def dpop(self, method: str, url: str, token: str | None = None) -> str:
+        """A DPoP proof (RFC 9449 §4.2), ``ath`` when it goes with a token."""
+        claims: dict[str, Any] = {"htm": method, "htu": url, "iat": self.now, "jti": secrets.token_urlsafe(16)}
+        if token is not None:
+            claims["ath"] = _b64(hashlib.sha256(token.encode()).digest())
+        if self.nonce is not None:
+            claims["nonce"] = self.nonce
+        header = {"typ": "dpop+jwt", "alg": "ES256", "jwk": self.dpop_key.as_dict(private=False)}
+        return jwt.encode(header, claims, self.dpop_key)
+
+    async def _post_form(self, url: str, form: dict[str, str], headers: dict[str, str]) -> FetchResult:
+        jwts: list[DecodedJwt] = []
+        shown = redact_form(form, jwts)
+        return await self.http.post(url, urlencode(form).encode(), headers={"Content-Type": _FORM, **headers},
+                                    shown_body=shown, jwts=jwts)
+
+    async def start_session(self, issuer: str, token_endpoint: str) -> FetchResult:
+        """A signed-out Session: retried once with the server's DPoP nonce when it asks for one."""
+        result: FetchResult | None = None
+        for _ in range(2):
+            form = {"grant_type": JWT_BEARER, **self.client_auth(issuer), "assertion": self._sign({
+                "iss": self.identity.client_id, "sub": self.user_id, "aud": issuer, "iat": self.now,
+                "exp": self.now + 120, "jti": secrets.token_urlsafe(16)})}
+            result = await self._post_form(token_endpoint, form, {"DPoP": self.dpop("POST", token_endpoint)})
+            self.nonce = result.headers.get("dpop-nonce", self.nonce)
+            if not (result.status == 400 and _error(result) == "use_dpop_nonce"):
+                break
+        assert result is not None
+        return result
+
+    async def revoke(self, issuer: str, revocation_endpoint: str, token: str) -> FetchResult:
+        """RFC 7009 revocation of ``token``, client-authenticated."""
+        form = {"token": token, **self.client_auth(issuer)}
+        return await self._post_form(revocation_endpoint, form, {})
+
+    async def call(self, url: str, token: str, body: dict[str, Any]) -> FetchResult:
+        """A JSON POST with the Session Token and its DPoP proof (a resource request)."""
+        raw = json.dumps(body).encode()
+        return await self.http.post(url, raw, headers={
+            "Content-Type": "application/json", "Authorization": f"DPoP {token}",
+            "DPoP": self.dpop("POST", url, token)}, shown_body=raw.decode())
+
+
+def _error(result: FetchResult) -> str | None:
+    try:
+        doc = json.loads(result.body)
+    except ValueError:
+        return None
+    return doc.get("error") if isinstance(doc, dict) else None
+
+
+def error_of(result: FetchResult) -> str | None:
+    """The OAuth ``error`` of an answer (body, else the WWW-Authenticate challenge)."""
+    found = _error(result)
+    if found:
+        return found
+    challenge = result.headers.get("www-authenticate", "")
+    marker = 'error="'
+    if marker in challenge:
+        return challenge.split(marker, 1)[1].split('"', 1)[0]
+    return None

@@ -1,0 +1,181 @@
+"""A simulator run: the tenant's live configuration played by a real agent, step by step.
+
+1. discovery: the publish check (`frontdoor_tenancy.publish_check`) of the tenant's first
+   verified domain, through the SSRF-safe fetcher, with its finding codes (PAP §3, RFC 8414,
+   and for PAP 1.0 tenants RFC 9728);
+2. a signed-out Session at the issuer's token endpoint (PAP §4.5, PAP-4.5-01);
+3. revocation of its Session Token (RFC 7009, PAP §4.9);
+4. the next request with that token, refused (``invalid_token``).
+
+A step that fails says what is wrong and where to fix it; the steps after it do not run
+(an agent would stop there too).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from datetime import datetime
+from typing import Any, Final
+
+import asyncpg
+import msgspec
+from frontdoor_core.outbound import FetchError
+from frontdoor_tenancy import domain_claims, issuer_profile, issuer_settings
+from frontdoor_tenancy.publish_check import run_publish_check
+from frontdoor_tenancy.scanner import doc_for
+
+from .agent import SimulatorAgent, error_of
+from .exchange import Exchange, RecordingFetcher
+from .identity import SimulatorIdentity
+
+__all__ = ["Step", "StepFinding", "simulate"]
+
+_AGENTS_SETTING: Final = "/agents"
+_DOMAINS_SETTING: Final = "/domains"
+_SETTINGS: Final = "/settings"
+
+
+class StepFinding(msgspec.Struct, frozen=True, kw_only=True):
+    """What is wrong in a step, and the doc page and dashboard setting that fix it."""
+
+    code: str
+    message: str
+    hint: str
+    doc: str
+    setting: str = ""
+    source: str = ""
+    requirement: str = ""
+
+
+class Step(msgspec.Struct, kw_only=True):
+    """One step of the run: ``ok`` is None when it did not run."""
+
+    key: str
+    title: str
+    ok: bool | None = None
+    summary: str = ""
+    exchanges: list[Exchange] = msgspec.field(default_factory=list)
+    findings: list[StepFinding] = msgspec.field(default_factory=list)
+
+
+def _steps() -> list[Step]:
+    return [Step(key="discovery", title="Discovery: poppy.json and the issuer metadata"),
+            Step(key="session", title="A signed-out Session at the token endpoint"),
+            Step(key="revoke", title="Revocation of the Session Token"),
+            Step(key="refused", title="The next request with the revoked token is refused")]
+
+
+def _take(http: RecordingFetcher) -> list[Exchange]:
+    taken, http.exchanges = http.exchanges, []
+    return taken
+
+
+def _fetch_failed(step: Step, exc: FetchError) -> None:
+    step.ok = False
+    step.findings.append(StepFinding(code=str(exc.code), message=f"The request could not be made: {exc}",
+                                     hint="Check the issuer base URL Frontdoor is configured with.",
+                                     doc="issuer.md", setting=_SETTINGS))
+
+
+async def _discover(conn: asyncpg.Connection, step: Step, http: RecordingFetcher, tenant_id: str, *,
+                    base_url: str, now: datetime, dev: bool) -> None:
+    claims = await domain_claims.list_domains(conn, tenant_id)
+    verified = [c for c in claims if c.status == "verified"]
+    chosen = (verified or claims or [None])[0]
+    if chosen is None:
+        step.ok = False
+        step.findings.append(StepFinding(
+            code="no_domain", message="Your account has no domain, so no agent can discover you.",
+            hint="Add your domain, verify it, and publish its poppy.json.", doc="domains.md",
+            setting=_DOMAINS_SETTING, source="frontdoor"))
+        return
+    report = await run_publish_check(conn, tenant_id, chosen.domain, fetcher=http, base_url=base_url, now=now,
+                                     dev=dev)
+    step.ok = report.ok
+    step.summary = f"{chosen.domain}: " + ("every document agrees." if report.ok else
+                                           f"{len(report.findings)} finding(s).")
+    for f in report.findings:
+        step.findings.append(StepFinding(
+            code=f.code, message=f.message, hint=f.hint, doc=doc_for(f.code), source=f.source,
+            requirement=f.requirement, setting=_DOMAINS_SETTING))
+
+
+def _token_of(body: bytes) -> str | None:
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    token = doc.get("access_token") if isinstance(doc, dict) else None
+    return token if isinstance(token, str) else None
+
+
+async def simulate(conn: asyncpg.Connection, identity: SimulatorIdentity, fetcher: Any, *, tenant_id: str,
+                   slug: str, base_url: str, now: datetime, dev: bool) -> list[Step]:
+    """Run every step against the tenant's live configuration; the steps with their exchanges."""
+    steps = _steps()
+    discovery, session, revoke, refused = steps
+    http = RecordingFetcher(fetcher)
+    await _discover(conn, discovery, http, tenant_id, base_url=base_url, now=now, dev=dev)
+    discovery.exchanges = _take(http)
+    if not discovery.ok:
+        return steps
+    urls = issuer_profile.issuer_urls(base_url, slug)
+    stored = await issuer_settings.get_settings(conn, tenant_id)
+    if not stored.settings.protocol.serves("0.2"):
+        session.ok = False
+        session.findings.append(StepFinding(
+            code="session_grant_not_served", source="frontdoor",
+            message="Your issuer serves PAP 1.0 only; this slice of the simulator plays a PAP 0.2 Session.",
+            hint="Serve 0.2 as well to run the Session steps here.", doc="pap-1.0.md", setting=_SETTINGS))
+        return steps
+    agent = SimulatorAgent(identity, http, now=int(now.timestamp()), user_id=f"simulator-{secrets.token_hex(4)}")
+    try:
+        answer = await agent.start_session(urls.issuer, urls.token_endpoint)
+    except FetchError as exc:
+        session.exchanges = _take(http)
+        _fetch_failed(session, exc)
+        return steps
+    session.exchanges = _take(http)
+    token = _token_of(answer.body) if answer.status == 200 else None
+    if token is None:
+        code = error_of(answer) or f"http_{answer.status}"
+        session.ok = False
+        session.findings.append(StepFinding(
+            code=code, source="token endpoint", requirement="PAP-4.5-01",
+            message=f"The token endpoint refused the simulator's Session ({answer.status} {code}).",
+            hint="Check your agent policy lets the simulator in (its client_id is shown above) and that the "
+                 "issuer serves the jwt-bearer grant.", doc="sessions.md", setting=_AGENTS_SETTING))
+        return steps
+    session.ok = True
+    session.summary = f"Session started for User ID {agent.user_id} (signed out)."
+    try:
+        answer = await agent.revoke(urls.issuer, urls.revocation_endpoint, token)
+    except FetchError as exc:
+        revoke.exchanges = _take(http)
+        _fetch_failed(revoke, exc)
+        return steps
+    revoke.exchanges = _take(http)
+    revoke.ok = answer.status == 200
+    if not revoke.ok:
+        revoke.findings.append(StepFinding(
+            code=error_of(answer) or f"http_{answer.status}", source="revocation endpoint",
+            message=f"Revocation answered {answer.status}.", hint="See the error above.", doc="sessions.md"))
+        return steps
+    revoke.summary = "The Session Token was revoked."
+    try:
+        answer = await agent.call(urls.feedback_endpoint, token, {"kind": "other", "task": "simulator check", "description": "Sent after revocation; must be refused."})
+    except FetchError as exc:
+        refused.exchanges = _take(http)
+        _fetch_failed(refused, exc)
+        return steps
+    refused.exchanges = _take(http)
+    code = error_of(answer)
+    refused.ok = answer.status == 401 and code == "invalid_token"
+    refused.summary = f"Refused: {answer.status} {code}." if refused.ok else ""
+    if not refused.ok:
+        refused.findings.append(StepFinding(
+            code="revocation_not_effective", source="feedback endpoint",
+            message=f"The revoked token was not refused as invalid_token ({answer.status} {code}).",
+            hint="Report this to Frontdoor support: a revoked Session must be refused at once.", doc="sessions.md"))
+    return steps
