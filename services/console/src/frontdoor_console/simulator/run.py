@@ -5,7 +5,8 @@
    and for PAP 1.0 tenants RFC 9728);
 2. a signed-out Session at the issuer's token endpoint (PAP §4.5, PAP-4.5-01);
 3. revocation of its Session Token (RFC 7009, PAP §4.9);
-4. the next request with that token, refused (``invalid_token``).
+4. the next request with that token: a signed-out Session stays live (revoking a Session
+   Token changes nothing, RFC 7009 §2.2); the refusal needs a signed-in Session (left).
 
 A step that fails says what is wrong and where to fix it; the steps after it do not run
 (an agent would stop there too).
@@ -82,14 +83,15 @@ async def _discover(conn: asyncpg.Connection, step: Step, http: RecordingFetcher
                     base_url: str, now: datetime, dev: bool) -> None:
     claims = await domain_claims.list_domains(conn, tenant_id)
     verified = [c for c in claims if c.status == "verified"]
-    chosen = (verified or claims or [None])[0]
-    if chosen is None:
+    listed = verified or claims
+    if not listed:
         step.ok = False
         step.findings.append(StepFinding(
             code="no_domain", message="Your account has no domain, so no agent can discover you.",
             hint="Add your domain, verify it, and publish its poppy.json.", doc="domains.md",
             setting=_DOMAINS_SETTING, source="frontdoor"))
         return
+    chosen = listed[0]
     report = await run_publish_check(conn, tenant_id, chosen.domain, fetcher=http, base_url=base_url, now=now,
                                      dev=dev)
     step.ok = report.ok
@@ -170,12 +172,18 @@ async def simulate(conn: asyncpg.Connection, identity: SimulatorIdentity, fetche
         _fetch_failed(refused, exc)
         return steps
     refused.exchanges = _take(http)
-    code = error_of(answer)
-    refused.ok = answer.status == 401 and code == "invalid_token"
-    refused.summary = f"Refused: {answer.status} {code}." if refused.ok else ""
-    if not refused.ok:
+    found = error_of(answer)
+    if answer.status == 401 and found == "invalid_token":
+        refused.ok, refused.summary = True, "Refused: 401 invalid_token."
+    elif answer.status == 202:
+        # RFC 7009 §2.2 / PAP §4.9: revoking a Session Token changes nothing; only an Account
+        # Token (a sign-in) is revoked, which needs the sign-in step (not in this slice).
+        refused.summary = ("Accepted (202): a signed-out Session stays live after revocation, by design "
+                           "(only an Account Token ends a sign-in). The refusal is shown once the sign-in step exists.")
+    else:
+        refused.ok = False
         refused.findings.append(StepFinding(
-            code="revocation_not_effective", source="feedback endpoint",
-            message=f"The revoked token was not refused as invalid_token ({answer.status} {code}).",
-            hint="Report this to Frontdoor support: a revoked Session must be refused at once.", doc="sessions.md"))
+            code="unexpected_answer", source="feedback endpoint",
+            message=f"The issuer answered {answer.status} {found or ''}.",
+            hint="See the exchange above.", doc="sessions.md"))
     return steps
