@@ -14,9 +14,11 @@ import re
 from typing import Any
 
 import httpx
+import pytest
 from litestar.testing import AsyncTestClient
 
 from tests.integration.conftest import TenantHandle
+from tests.integration.console.test_cli_reencrypt_secrets import fresh  # noqa: F401 (a database of its own)
 from tests.integration.console.test_dashboard import add_admin, sign_in
 from tests.integration.issuer.test_pap10_publish_check import publish_all
 from tests.integration.test_issuer_discovery import BASE, verified_domain
@@ -146,3 +148,29 @@ async def test_viewers_read_and_other_tenants_never_see_or_run_it(
     assert domain not in r.text and f"/simulator/{tenant.slug}/" not in r.text
     assert codes(r.text) == ["no_domain"]
     assert await db.fetchval("SELECT count(*) FROM pap_sessions WHERE tenant_id = $1", tenant.id) == 0
+
+
+async def test_kek_rotation_reencrypts_the_simulator_keys(fresh: Any) -> None:  # noqa: F811
+    """``reencrypt-secrets`` moves the simulator agent's key to the current KEK (runbook: KEK rotation)."""
+    from datetime import UTC, datetime
+
+    from frontdoor_console.simulator.identity import load_identity, reencrypt_simulator_keys
+    from frontdoor_tenancy.credentials import DecryptionError, Kek, generate_kek_value
+
+    old, new = generate_kek_value(), generate_kek_value()
+    async with fresh.pool.acquire() as conn:
+        await conn.execute("INSERT INTO tenants (id, slug, organization_name) VALUES ('ten_sim', 'sim-rot', 'Sim')")
+        made = await load_identity(conn, Kek.from_env_value(old), "ten_sim", "sim-rot",
+                                   console_base_url="https://console.test", now=datetime.now(UTC))
+    both = Kek.from_env_value(f"{new},{old}")
+    assert (await reencrypt_simulator_keys(fresh.pool, both, dry_run=True)).reencrypted == 1
+    done = await reencrypt_simulator_keys(fresh.pool, both)
+    assert done.reencrypted == 1 and done.current == 0 and not done.unreadable
+    assert (await reencrypt_simulator_keys(fresh.pool, both)).current == 1  # idempotent
+    async with fresh.pool.acquire() as conn:
+        again = await load_identity(conn, Kek.from_env_value(new), "ten_sim", "sim-rot",
+                                    console_base_url="https://console.test", now=datetime.now(UTC))
+        assert again.kid == made.kid  # the same key, now under the new KEK only
+        with pytest.raises(DecryptionError):
+            await load_identity(conn, Kek.from_env_value(old), "ten_sim", "sim-rot",
+                                console_base_url="https://console.test", now=datetime.now(UTC))

@@ -20,6 +20,7 @@ import asyncpg
 from joserfc.jwk import ECKey
 
 from .credentials.key_encryption import DecryptionError, Kek, Reencryption, row_aad
+from .key_reencryption import reencrypt_tenant_keys
 
 __all__ = ["ensure_client_key", "load_client_key", "public_client_jwks", "reencrypt_oidc_client_keys"]
 
@@ -59,34 +60,7 @@ async def public_client_jwks(conn: asyncpg.Connection, tenant_id: str) -> dict[s
 
 async def reencrypt_oidc_client_keys(pool: asyncpg.Pool, kek: Kek, *, batch: int = 100,
                                      dry_run: bool = False) -> Reencryption:
-    """Re-encrypt every stored client key under the current KEK (KEK rotation).
-
-    Idempotent; each batch is one transaction locking its rows; a blob no configured key
-    opens is reported, not changed.
-    """
-    if batch <= 0:
-        raise ValueError("batch must be positive")
-    current = kek.current_id_bytes
-    already = await pool.fetchval(
-        "SELECT count(*) FROM oidc_client_keys WHERE substring(key_ciphertext from 2 for 8) = $1", current)
-    done, unreadable, after = 0, [], ""
-    while True:
-        async with pool.acquire() as conn, conn.transaction():
-            rows = await conn.fetch(
-                "SELECT tenant_id, key_ciphertext FROM oidc_client_keys WHERE tenant_id > $1"
-                " AND substring(key_ciphertext from 2 for 8) <> $2 ORDER BY tenant_id LIMIT $3 FOR UPDATE",
-                after, current, batch)
-            updates = []
-            for r in rows:
-                try:
-                    updates.append((r["tenant_id"], kek.reencrypt(r["key_ciphertext"], aad=_aad(r["tenant_id"]))))
-                except DecryptionError:
-                    unreadable.append(f"{r['tenant_id']}/oidc_client_key")
-            if updates and not dry_run:
-                await conn.executemany("UPDATE oidc_client_keys SET key_ciphertext = $2 WHERE tenant_id = $1", updates)
-            done += len(updates)
-        if len(rows) < batch:
-            break
-        after = rows[-1]["tenant_id"]
-    return Reencryption(column="oidc_client_keys.key_ciphertext", reencrypted=done, current=int(already),
-                        unreadable=tuple(unreadable))
+    """Re-encrypt every stored client key under the current KEK (KEK rotation; idempotent)."""
+    return await reencrypt_tenant_keys(pool, kek, table="oidc_client_keys", column="key_ciphertext",
+                                       label="oidc_client_key", aad=lambda r: _aad(r["tenant_id"]), batch=batch,
+                                       dry_run=dry_run)

@@ -22,6 +22,7 @@ from frontdoor_core.errors import Invalid
 
 from .credentials.key_encryption import DecryptionError, Kek, Reencryption, row_aad
 from .issuer_settings import IssuerSettings
+from .key_reencryption import reencrypt_tenant_keys
 from .oidc_client_key import ensure_client_key
 
 __all__ = [
@@ -105,35 +106,7 @@ async def store_login_secret(conn: asyncpg.Connection, kek: Kek, tenant_id: str,
 
 async def reencrypt_oidc_client_secrets(pool: asyncpg.Pool, kek: Kek, *, batch: int = 100,
                                         dry_run: bool = False) -> Reencryption:
-    """Re-encrypt every stored OIDC client secret under the current KEK (KEK rotation).
-
-    Idempotent: blobs already under the current key are left alone. Each batch is one
-    transaction locking its rows; a blob no configured key opens is reported, not changed.
-    """
-    if batch <= 0:
-        raise ValueError("batch must be positive")
-    current = kek.current_id_bytes
-    already = await pool.fetchval(
-        "SELECT count(*) FROM oidc_client_secrets WHERE substring(secret_ciphertext from 2 for 8) = $1", current)
-    done, unreadable, after = 0, [], ""
-    while True:
-        async with pool.acquire() as conn, conn.transaction():
-            rows = await conn.fetch(
-                "SELECT tenant_id, secret_ciphertext FROM oidc_client_secrets WHERE tenant_id > $1"
-                " AND substring(secret_ciphertext from 2 for 8) <> $2 ORDER BY tenant_id LIMIT $3 FOR UPDATE",
-                after, current, batch)
-            updates = []
-            for r in rows:
-                try:
-                    updates.append((r["tenant_id"], kek.reencrypt(r["secret_ciphertext"], aad=_aad(r["tenant_id"]))))
-                except DecryptionError:
-                    unreadable.append(f"{r['tenant_id']}/oidc")
-            if updates and not dry_run:
-                await conn.executemany(
-                    "UPDATE oidc_client_secrets SET secret_ciphertext = $2 WHERE tenant_id = $1", updates)
-            done += len(updates)
-        if len(rows) < batch:
-            break
-        after = rows[-1]["tenant_id"]
-    return Reencryption(column="oidc_client_secrets.secret_ciphertext", reencrypted=done, current=int(already),
-                        unreadable=tuple(unreadable))
+    """Re-encrypt every stored OIDC client secret under the current KEK (KEK rotation; idempotent)."""
+    return await reencrypt_tenant_keys(pool, kek, table="oidc_client_secrets", column="secret_ciphertext",
+                                       label="oidc", aad=lambda r: _aad(r["tenant_id"]), batch=batch,
+                                       dry_run=dry_run)

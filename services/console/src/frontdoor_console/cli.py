@@ -29,6 +29,7 @@ from frontdoor_tenancy.credentials.key_encryption import Kek, Reencryption
 from frontdoor_webhooks.endpoint_secrets import reencrypt_webhook_secrets
 
 from .settings import load
+from .simulator.identity import reencrypt_simulator_keys
 
 
 async def _migrate() -> int:
@@ -74,6 +75,7 @@ async def _reencrypt(dry_run: bool, batch: int) -> int:
             await reencrypt_webhook_secrets(pool, kek, batch=batch, dry_run=dry_run),
             await oidc_connection.reencrypt_oidc_client_secrets(pool, kek, batch=batch, dry_run=dry_run),
             await oidc_client_key.reencrypt_oidc_client_keys(pool, kek, batch=batch, dry_run=dry_run),
+            await reencrypt_simulator_keys(pool, kek, batch=batch, dry_run=dry_run),
         ]
     finally:
         await pool.close()

@@ -12,10 +12,12 @@ from datetime import datetime
 from typing import Any, Final
 
 import asyncpg
-from frontdoor_tenancy.credentials.key_encryption import Kek, row_aad
+from frontdoor_tenancy.credentials.key_encryption import Kek, Reencryption, row_aad
+from frontdoor_tenancy.key_reencryption import reencrypt_tenant_keys
 from joserfc.jwk import ECKey
 
-__all__ = ["SOFTWARE_ID", "SimulatorIdentity", "client_id_for", "is_simulator", "load_identity"]
+__all__ = ["SOFTWARE_ID", "SimulatorIdentity", "client_id_for", "is_simulator", "load_identity",
+           "reencrypt_simulator_keys"]
 
 SOFTWARE_ID: Final = "frontdoor-agent-simulator"
 _PURPOSE: Final = "simulator_agent_key"
@@ -73,3 +75,12 @@ async def load_identity(conn: asyncpg.Connection, kek: Kek, tenant_id: str, slug
     assert row is not None
     pem = kek.decrypt(bytes(row["key_ciphertext"]), aad=row_aad(_PURPOSE, tenant_id, row["kid"]))
     return SimulatorIdentity(console_base_url, slug, ECKey.import_key(pem), row["kid"])
+
+
+async def reencrypt_simulator_keys(pool: asyncpg.Pool, kek: Kek, *, batch: int = 100,
+                                   dry_run: bool = False) -> Reencryption:
+    """Re-encrypt every simulator agent key under the current KEK (``reencrypt-secrets``)."""
+    return await reencrypt_tenant_keys(pool, kek, table="simulator_agents", column="key_ciphertext",
+                                       label="simulator_agent_key", columns=("kid",),
+                                       aad=lambda r: row_aad(_PURPOSE, r["tenant_id"], r["kid"]), batch=batch,
+                                       dry_run=dry_run)
