@@ -83,6 +83,22 @@ def test_checkout_after_the_subscription_event_changes_nothing_newer() -> None:
     assert a.plan == "free"
 
 
+def test_an_incomplete_subscription_event_of_the_same_second_does_not_undo_a_paid_checkout() -> None:
+    """Checkout completes (paid) and the subscription's ``created`` event, snapshotted before the
+    first payment (``incomplete``), carries the same ``created`` second and arrives after it."""
+    a = apply(account(), "checkout.session.completed", {"mode": "subscription", "subscription": "sub_1",
+                                                        "customer": "cus_1", "status": "complete"}, T0)
+    assert a.plan == "growth"
+    a = apply(a, "customer.subscription.created", {"id": "sub_1", "status": "incomplete"}, T0)
+    assert a.plan == "growth" and a.subscription_status == "active"
+    # it can still end: incomplete_expired (the first payment never came) is final
+    a = apply(a, "customer.subscription.updated", {"id": "sub_1", "status": "incomplete_expired"}, T0 + GRACE)
+    assert a.plan == "free"
+    # another subscription's first, unpaid state does not give the paid plan
+    b = apply(account(), "customer.subscription.created", {"id": "sub_9", "status": "incomplete"}, T0)
+    assert b.plan == "free"
+
+
 def test_failed_payment_grace_then_suspension_then_paid() -> None:
     a = apply(account(plan="growth"), "invoice.payment_failed", {"id": "in_1"}, T0)
     assert a.grace_until == T0 + GRACE

@@ -98,6 +98,12 @@ def transition(account: BillingAccount, event_type: str, obj: dict[str, Any], cr
             return None
         if cur.stripe_subscription_id == sub_id and cur.subscription_status == "canceled":
             return None
+        if (status == "incomplete" and cur.stripe_subscription_id == sub_id
+                and cur.subscription_status in _PAID_STATUSES):
+            # 'incomplete' is the state before the first payment; a subscription already known paid
+            # (its Checkout completed in the same second, say) cannot go back to it, only on to
+            # 'incomplete_expired' or another final state (Stripe's subscription lifecycle)
+            return None
         if status == "canceled" and cur.stripe_subscription_id not in (None, sub_id):
             return None  # an old subscription ended; the current one goes on
         metadata = obj.get("metadata") or {}
