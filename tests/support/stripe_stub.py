@@ -21,6 +21,7 @@ import html
 import itertools
 import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -225,7 +226,9 @@ class StripeStub:
     # ------------------------------------------------------------ Checkout and the Portal
 
     def create_checkout(self, f: dict[str, str]) -> dict[str, Any]:
-        n = next(self._ids)
+        # Globally unique, like Stripe's: two stubs (the integration and the browser tests) write
+        # their events into one database per test worker, and a repeated event id is a duplicate.
+        n = f"{next(self._ids)}_{secrets.token_hex(8)}"
         cs = _Checkout(id=f"cs_test_{n}", customer=f.get("customer", ""),
                        client_reference_id=f.get("client_reference_id", ""), price=f.get("line_items[0][price]", ""),
                        metadata={k[len("subscription_data[metadata]["):-1]: v for k, v in f.items()
