@@ -93,9 +93,7 @@ def stack(dns_e2e: LocalDNS) -> Iterator[Stack]:
     try:
         yield s
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        run.stop()  # SIGTERM first: make run stops its embedded PostgreSQL and Redis (a SIGKILL left them running)
 
 
 def test_banner_prints_urls_and_demo_credentials(stack: Stack) -> None:
