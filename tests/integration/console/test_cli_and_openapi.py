@@ -60,8 +60,10 @@ async def test_http_and_sql_spans_are_recorded(console: AsyncTestClient[Any], te
         def on_end(self, span: ReadableSpan) -> None:
             seen.append(span)
 
+    from frontdoor_core.telemetry import instrument_libraries
     from opentelemetry.sdk.trace import TracerProvider
 
+    instrument_libraries()  # with no exporter configured the libraries are not instrumented
     provider = trace.get_tracer_provider()
     if not isinstance(provider, TracerProvider):  # no exporter configured: install one to watch
         trace.set_tracer_provider(TracerProvider())

@@ -25,6 +25,7 @@ import pytest
 import structlog
 from frontdoor_core.logging import REDACTED, configure_logging
 from frontdoor_core.settings import Settings
+from frontdoor_core.telemetry import instrument_libraries
 from litestar import Request, get
 from litestar.testing import AsyncTestClient
 from opentelemetry import trace
@@ -83,6 +84,8 @@ def capture_logs() -> Iterator[io.StringIO]:
 
 @contextmanager
 def capture_spans() -> Iterator[_SpanCollector]:
+    """Record every span, the libraries' included (with no exporter they are not instrumented)."""
+    instrument_libraries()
     provider = trace.get_tracer_provider()
     if not isinstance(provider, TracerProvider):  # no exporter configured: install one to watch
         trace.set_tracer_provider(TracerProvider())
