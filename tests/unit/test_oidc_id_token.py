@@ -86,17 +86,43 @@ def test_logout_token() -> None:
     t = token(events, drop=("nonce", "exp"), header=logout)
     claims = verify_logout_token(t, keys=KEYS, issuer=ISS, client_id=CLIENT, now=NOW)
     assert claims["sub"] == "user-1"
-    untyped = token(events, drop=("nonce", "exp"), header={"alg": "RS256", "kid": "k1"})
-    payload = json.dumps({"iss": ISS, "aud": CLIENT, "sub": "user-1", "iat": NOW, **events}).encode()
-    no_typ = jws.serialize_compact({"alg": "RS256", "kid": "k1"}, payload, KEY)
-    assert verify_logout_token(no_typ, keys=KEYS, issuer=ISS, client_id=CLIENT, now=NOW)["jti"] == "j-1"
-    with pytest.raises(IdTokenError) as typed:  # typ, when present, is logout+jwt (an ID token's JWT is not)
-        verify_logout_token(untyped, keys=KEYS, issuer=ISS, client_id=CLIENT, now=NOW)
-    assert typed.value.reason == "type"
     with pytest.raises(IdTokenError):  # an ID token is not a logout token
         verify_logout_token(token(), keys=KEYS, issuer=ISS, client_id=CLIENT, now=NOW)
     with pytest.raises(IdTokenError):
         verify_logout_token(token({**events, "nonce": "x"}), keys=KEYS, issuer=ISS, client_id=CLIENT, now=NOW)
+
+
+def _typed(typ: str | None, claims: dict[str, Any]) -> str:
+    header = {"alg": "RS256", "kid": "k1", **({"typ": typ} if typ is not None else {})}
+    return jws.serialize_compact(header, json.dumps(claims).encode(), KEY)  # no typ added by a JWT library
+
+
+LOGOUT = {"iss": ISS, "aud": CLIENT, "sub": "user-1", "iat": NOW, "jti": "j-1", "events": {LOGOUT_EVENT: {}}}
+
+
+@pytest.mark.parametrize("typ", [None, "JWT", "jwt", "logout+jwt", "Logout+JWT", "application/logout+jwt",
+                                 "application/JWT"])
+def test_logout_token_types_accepted(typ: str | None) -> None:
+    """§2.4: ``logout+jwt`` SHOULD be sent; tokens without it, or with the ``JWT`` older IdPs send, are accepted."""
+    assert verify_logout_token(_typed(typ, LOGOUT), keys=KEYS, issuer=ISS, client_id=CLIENT, now=NOW)["jti"] == "j-1"
+
+
+@pytest.mark.parametrize("typ", ["at+jwt", "secevent+jwt", "logout", "JOSE", "application/jwt+logout", ""])
+def test_logout_token_other_types_refused(typ: Any) -> None:
+    with pytest.raises(IdTokenError) as refused:
+        verify_logout_token(_typed(typ, LOGOUT), keys=KEYS, issuer=ISS, client_id=CLIENT, now=NOW)
+    assert refused.value.reason == "type"
+
+
+@pytest.mark.parametrize("typ", [None, "JWT", "logout+jwt"])
+def test_an_id_token_never_passes_for_a_logout_token_whatever_its_typ(typ: str | None) -> None:
+    """The replay protection is the claims, not ``typ``: no ``events``, or a ``nonce``, is refused."""
+    id_token = {"iss": ISS, "aud": CLIENT, "sub": "user-1", "iat": NOW, "exp": NOW + 300, "nonce": "n-1", "jti": "j"}
+    for claims in (id_token, {**id_token, "events": {LOGOUT_EVENT: {}}}, {k: v for k, v in LOGOUT.items()
+                                                                           if k != "events"}):
+        with pytest.raises(IdTokenError) as refused:
+            verify_logout_token(_typed(typ, claims), keys=KEYS, issuer=ISS, client_id=CLIENT, now=NOW)
+        assert refused.value.reason == "events"
 
 
 def test_account_claim_mapping() -> None:

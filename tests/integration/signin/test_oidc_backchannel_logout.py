@@ -35,7 +35,8 @@ def logout_token(stage: Stage, clock: ShiftableClock, *, key: Any = None, typ: s
                               "events": {EVENT: {}}}
     claims.update(changes)
     header = {"alg": "RS256", "kid": stage.idp.key.kid, **({"typ": typ} if typ else {})}
-    return jwt.encode(header, {k: v for k, v in claims.items() if v is not None}, key or stage.idp.key)
+    return jwt.encode(header, {k: v for k, v in claims.items() if v is not None}, key or stage.idp.key,
+                      default_type=None)  # typ only as the test says
 
 
 async def post_logout(stage: Stage, token: str) -> Any:
@@ -85,7 +86,11 @@ REFUSED: dict[str, dict[str, Any]] = {
     "sid_only": {"sub": None},  # an IdP session Frontdoor does not keep
     "no_jti": {"jti": None},
     "too_old": {"iat": 1},
-    "wrong_typ": {"typ": "JWT"},
+    "wrong_typ": {"typ": "at+jwt"},
+    "secevent_typ": {"typ": "secevent+jwt"},
+    # An ID token replayed as a logout token, whatever its typ: no events, and a nonce.
+    "id_token_typed_jwt": {"typ": "JWT", "events": None, "nonce": "n-1"},
+    "id_token_untyped": {"typ": None, "events": None, "nonce": "n-1"},
 }
 
 
@@ -98,11 +103,25 @@ async def test_bad_logout_tokens_are_refused(case: str, settings: Settings, cons
         if case == "forged":
             token = logout_token(stage, clock, key=new_key(stage.idp.key.kid))  # same kid, another key
         else:
-            token = logout_token(stage, clock, **REFUSED[case])
+            changes = dict(REFUSED[case])
+            token = logout_token(stage, clock, typ=changes.pop("typ", "logout+jwt"), **changes)
         r = await post_logout(stage, token)
         assert r.status_code == 400, r.text
         assert r.json()["error"] == "invalid_request" and r.headers["cache-control"] == "no-store"
         assert (await stage.company.introspect(ada["access_token"]))["signed_in"] is True
+
+
+@pytest.mark.parametrize("typ", [None, "JWT", "logout+jwt", "LOGOUT+JWT", "application/logout+jwt"])
+async def test_each_accepted_typ_signs_the_account_out(typ: str | None, settings: Settings,
+                                                       console: AsyncTestClient[Any], clock: ShiftableClock,
+                                                       runtime: Any, web: MockWeb,
+                                                       idp: OpenIdProvider) -> None:  # noqa: F811
+    """§2.4: ``logout+jwt`` SHOULD be the ``typ``; none, or an older IdP's ``JWT``, is accepted too."""
+    async with staged(settings, console, clock, runtime, web, idp, backchannel_logout=True) as stage:
+        _, ada = await signed_in(stage, web)
+        r = await post_logout(stage, logout_token(stage, clock, typ=typ, sid=None))
+        assert r.status_code == 200, r.text
+        assert (await stage.company.introspect(ada["access_token"]))["signed_in"] is False
 
 
 async def test_a_logout_for_one_tenant_never_touches_another(settings: Settings, console: AsyncTestClient[Any],

@@ -39,6 +39,9 @@ ID_TOKEN_SKEW: Final = 60
 MAX_ID_TOKEN_AGE: Final = 600
 """An ID token issued longer ago than this (plus the skew) is refused: it belongs to another sign-in."""
 LOGOUT_EVENT: Final = "http://schemas.openid.net/event/backchannel-logout"
+_LOGOUT_TYPES: Final = frozenset({"logout+jwt", "jwt"})
+"""A logout token's ``typ`` when present: ``logout+jwt`` (§2.4 SHOULD), or the ``JWT`` older IdPs send.
+Not what tells it from an ID token: the ``events`` claim and the absence of ``nonce`` do (§2.4, §2.6)."""
 _MAX_TOKEN = 16_384
 
 
@@ -190,8 +193,11 @@ def verify_logout_token(token: str, *, keys: KeySet, issuer: str, client_id: str
     """Check a Back-Channel Logout token (OpenID Connect Back-Channel Logout 1.0 §2.4, §2.6).
 
     Like an ID token (signature, ``iss``, ``aud``, ``azp``, ``iat``, ``exp`` when present)
-    and also: ``typ``, when present, is ``logout+jwt`` (§2.4, RFC 8725 §3.11); ``events`` holds the back-channel logout event, ``sub`` or ``sid`` is present,
-    ``jti`` is present and ``nonce`` is absent (so an ID token cannot pass for one).
+    and also: ``typ``, when present, is ``logout+jwt`` or ``JWT`` (§2.4: the explicit type is
+    a SHOULD, and IdPs written before it send ``JWT``; compared as a media type, RFC 7515
+    §4.1.9), anything else is refused; ``events`` holds the back-channel logout event,
+    ``sub`` or ``sid`` is present, ``jti`` is present and ``nonce`` is absent (so an ID token,
+    whose ``typ`` may well be ``JWT`` too, cannot pass for one).
 
     Returns:
         The verified claims.
@@ -201,7 +207,8 @@ def verify_logout_token(token: str, *, keys: KeySet, issuer: str, client_id: str
     """
     claims, _ = _verified_payload(token, keys, algorithms)
     typ = jws.extract_compact(token.encode("ascii")).headers().get("typ")
-    if typ is not None and (not isinstance(typ, str) or typ.lower().removeprefix("application/") != "logout+jwt"):
+    # RFC 7515 §4.1.9: a media type, compared case-insensitively, "application/" optional.
+    if typ is not None and (not isinstance(typ, str) or typ.lower().removeprefix("application/") not in _LOGOUT_TYPES):
         raise IdTokenError(IdTokenReason.TYPE)
     _common(claims, issuer=issuer, client_id=client_id, now=now, require_exp=False)
     events = claims.get("events")
