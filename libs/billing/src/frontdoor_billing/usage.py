@@ -23,10 +23,17 @@ from .plans import METRICS, Metric
 __all__ = ["count", "day_bounds", "month_start", "month_usage", "resource_counts"]
 
 # Each metric: a query over one tenant's rows, $1 tenant, [$2, $3) the window counted and
-# $4 the start of the month (first activity of an agent or user this month).
+# $4 the start of the month (first activity of an agent or user this month). The dashboard's
+# agent simulator is not usage: its client_ids (simulator_client_ids) are never counted.
 _QUERIES: dict[str, str] = {
-    "sessions": "SELECT count(*) FROM pap_sessions WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3",
-    "operations": "SELECT count(*) FROM operations WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3",
+    "sessions": (
+        "SELECT count(*) FROM pap_sessions p WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3"
+        " AND NOT EXISTS (SELECT 1 FROM simulator_client_ids s WHERE s.tenant_id = $1 AND s.client_id = p.client_id)"
+    ),
+    "operations": (
+        "SELECT count(*) FROM operations o WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3"
+        " AND NOT EXISTS (SELECT 1 FROM simulator_client_ids s WHERE s.tenant_id = $1 AND s.client_id = o.client_id)"
+    ),
     "webhook_deliveries": (
         "SELECT count(*) FROM webhook_messages WHERE tenant_id = $1 AND state = 'delivered'"
         " AND delivered_at >= $2 AND delivered_at < $3"
@@ -38,10 +45,12 @@ _QUERIES: dict[str, str] = {
             SELECT client_id, created_at FROM operations WHERE tenant_id = $1 AND created_at >= $4 AND created_at < $3
         )
         SELECT count(*) FROM (SELECT client_id FROM seen GROUP BY client_id HAVING min(created_at) >= $2) first_seen
+        WHERE NOT EXISTS (SELECT 1 FROM simulator_client_ids s WHERE s.tenant_id = $1 AND s.client_id = first_seen.client_id)
     """,
     "active_users": """
         SELECT count(*) FROM (
-            SELECT account_id FROM sign_ins WHERE tenant_id = $1 AND created_at >= $4 AND created_at < $3
+            SELECT account_id FROM sign_ins i WHERE tenant_id = $1 AND created_at >= $4 AND created_at < $3
+              AND NOT EXISTS (SELECT 1 FROM simulator_client_ids s WHERE s.tenant_id = $1 AND s.client_id = i.client_id)
             GROUP BY account_id HAVING min(created_at) >= $2
         ) first_seen
     """,

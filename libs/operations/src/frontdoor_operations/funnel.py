@@ -15,6 +15,9 @@ Each count is taken on the day its event happened, from the timestamp its row ca
 ``reapproved`` operations approved on a revision after the first (``confirmed_revision > 1``)
 =============  =================================================================
 
+The dashboard's agent simulator is not an agent bringing customers: its client IDs
+(``simulator_client_ids``) are left out of every count.
+
 An event's timestamp never changes, so a closed day's counts never change either: the
 beat task (`materialise_closed_days`) writes them once into ``agent_funnel_daily`` behind
 the per-tenant mark ``agent_funnel_marks``, and `read_funnel` adds the days after the mark
@@ -60,7 +63,9 @@ SELECT (date_trunc('day', at AT TIME ZONE 'UTC'))::date AS day, client_id, metri
   UNION ALL SELECT r.created_at, o.client_id, 'revised' FROM operation_revisions r
     JOIN operations o ON o.id = r.operation_id AND o.tenant_id = r.tenant_id
     WHERE r.tenant_id = $1 AND r.revision = 2 AND r.created_at >= $2 AND r.created_at < $3
-) events GROUP BY 1, 2, 3
+) events
+WHERE NOT EXISTS (SELECT 1 FROM simulator_client_ids s WHERE s.tenant_id = $1 AND s.client_id = events.client_id)
+GROUP BY 1, 2, 3
 """
 
 # Built from METRICS (module constants) only; every value is a $n parameter.
@@ -166,7 +171,8 @@ async def read_funnel(conn: asyncpg.Connection, tenant_id: str, *, since: date, 
     counts.update(await count_events(conn, tenant_id, start=_midnight(live_from), end=now + timedelta(microseconds=1)))
     unknown = {r["client_id"]: int(r["n"]) for r in await conn.fetch(
         "SELECT client_id, count(*) AS n FROM operations WHERE tenant_id = $1 AND state = 'in_progress'"
-        " AND attention IS NOT NULL AND created_at >= $2 GROUP BY 1", tenant_id, _midnight(since))}
+        " AND attention IS NOT NULL AND created_at >= $2 AND NOT EXISTS (SELECT 1 FROM simulator_client_ids s"
+        " WHERE s.tenant_id = $1 AND s.client_id = operations.client_id) GROUP BY 1", tenant_id, _midnight(since))}
     per_agent: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(METRICS, 0))
     by_day: dict[date, dict[str, int]] = defaultdict(lambda: dict.fromkeys(METRICS, 0))
     for (day, client), c in counts.items():

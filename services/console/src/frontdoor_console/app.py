@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,16 @@ async def openapi_json(request: Request[Any, Any, Any]) -> dict[str, Any]:
     """The management API's OpenAPI document (generated from the routes)."""
     schema: dict[str, Any] = request.app.openapi_schema.to_schema()
     return schema
+
+
+def _template_globals(settings: Settings) -> Callable[[JinjaTemplateEngine], None]:
+    from .simulator import is_simulator
+
+    def install(engine: JinjaTemplateEngine) -> None:
+        # Every list of agents marks the dashboard's agent simulator (issue #19 §1).
+        engine.engine.globals["is_simulator"] = partial(is_simulator, settings.console_base_url)
+
+    return install
 
 
 def create_app(
@@ -160,7 +171,8 @@ def create_app(
                     lambda app: SecurityHeadersMiddleware(app, hsts=not settings.is_dev)],
         plugins=[opentelemetry_plugin()],  # server spans named by route template; traceparent honoured
         request_max_body_size=settings.max_body_bytes,
-        template_config=TemplateConfig(directory=_HERE / "templates", engine=JinjaTemplateEngine),
+        template_config=TemplateConfig(directory=_HERE / "templates", engine=JinjaTemplateEngine,
+                                       engine_callback=_template_globals(settings)),
         csrf_config=CSRFConfig(
             secret=_csrf_secret(settings), cookie_secure=not settings.is_dev, cookie_httponly=True,
             cookie_samesite="lax", exclude=["/api/", "/healthz", "/readyz", "/billing/stripe/webhook"],

@@ -19,7 +19,7 @@ from litestar.di import Provide
 from litestar.response import Template
 
 from ..access import PUBLIC, opt
-from ..simulator import load_identity, simulate
+from ..simulator import load_identity, register_client_id, simulate
 from .deps import ctx_of
 from .page import EXCEPTION_HANDLERS, Console, provide_console
 from .scanner_pages import DOCS_BASE
@@ -47,6 +47,8 @@ async def run_simulator(console: Console, state: State) -> Template:
     ctx = ctx_of(state)
     identity = await _identity(state, console.tenant.id, console.tenant.slug)
     async with ctx.pool.acquire() as conn:
+        # Before its first request: the funnel and metering leave this client_id out.
+        await register_client_id(conn, console.tenant.id, identity.client_id, now=ctx.now())
         steps = await simulate(conn, identity, ctx.fetcher, tenant_id=console.tenant.id, slug=console.tenant.slug,
                                base_url=ctx.settings.issuer_base_url, now=ctx.now(), dev=ctx.settings.is_dev)
     return console.page("simulator.html", nav="simulator", identity=identity, steps=steps, docs=DOCS_BASE)

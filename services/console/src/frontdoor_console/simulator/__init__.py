@@ -4,7 +4,7 @@ against the tenant's own live configuration with every exchange shown, secrets r
 from __future__ import annotations
 
 from .exchange import REDACTED, DecodedJwt, Exchange, RecordingFetcher
-from .identity import SOFTWARE_ID, SimulatorIdentity, client_id_for, is_simulator, load_identity
+from .identity import SOFTWARE_ID, SimulatorIdentity, client_id_for, is_simulator, load_identity, register_client_id
 from .run import Step, StepFinding, simulate
 
 __all__ = [
@@ -19,5 +19,6 @@ __all__ = [
     "client_id_for",
     "is_simulator",
     "load_identity",
+    "register_client_id",
     "simulate",
 ]

@@ -2,8 +2,10 @@
 KEK-encrypted, published as a Client ID Metadata Document and a JWKS on the console.
 
 The ``client_id`` is ``{console_base_url}/simulator/{slug}/agent.json``: every list that
-shows agents can tell the simulator by that prefix (`is_simulator`), and the document
-itself says so (``software_id``).
+shows agents can tell the simulator by that shape (`is_simulator`), and the document
+itself says so (``software_id``). Before a run acts under a ``client_id``, it is recorded
+in ``simulator_client_ids`` (`register_client_id`): the funnel and billing's metering
+leave those out (a slug or the console's URL may change, so the record keeps every one).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from frontdoor_tenancy.key_reencryption import reencrypt_tenant_keys
 from joserfc.jwk import ECKey
 
 __all__ = ["SOFTWARE_ID", "SimulatorIdentity", "client_id_for", "is_simulator", "load_identity",
-           "reencrypt_simulator_keys"]
+           "reencrypt_simulator_keys", "register_client_id"]
 
 SOFTWARE_ID: Final = "frontdoor-agent-simulator"
 _PURPOSE: Final = "simulator_agent_key"
@@ -30,7 +32,17 @@ def client_id_for(console_base_url: str, slug: str) -> str:
 
 def is_simulator(console_base_url: str, client_id: str) -> bool:
     """True for a ``client_id`` of Frontdoor's agent simulator (any tenant's)."""
-    return client_id.startswith(f"{console_base_url}/simulator/") and client_id.endswith("/agent.json")
+    prefix = f"{console_base_url}/simulator/"
+    if not (client_id.startswith(prefix) and client_id.endswith("/agent.json")):
+        return False
+    slug = client_id[len(prefix):-len("/agent.json")]
+    return bool(slug) and "/" not in slug
+
+
+async def register_client_id(conn: asyncpg.Connection, tenant_id: str, client_id: str, *, now: datetime) -> None:
+    """Record that the tenant's simulator acts under ``client_id`` (before its first request)."""
+    await conn.execute("INSERT INTO simulator_client_ids (tenant_id, client_id, registered_at) VALUES ($1, $2, $3)"
+                       " ON CONFLICT (tenant_id, client_id) DO NOTHING", tenant_id, client_id, now)
 
 
 class SimulatorIdentity:
