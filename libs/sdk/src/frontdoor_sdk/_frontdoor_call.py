@@ -4,19 +4,47 @@ Shared by :mod:`frontdoor_sdk.introspection`, :mod:`frontdoor_sdk.session_state`
 :mod:`frontdoor_sdk.agent_keys`: one ``POST`` with the resource-server credential, no
 redirects; 401/403 is the credential refused, anything but a 200 within the size cap that
 decodes is "unavailable" (fail closed), carrying Frontdoor's ``Retry-After``.
+
+``http`` is the caller's ``httpx.AsyncClient``, or the verifier's own
+:class:`~frontdoor_sdk._lean_http.LeanClient` for the per-request calls (introspection,
+``session-state``) when it made its client itself: the same request, the same answer.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Final, TypeVar
+from collections.abc import Mapping
+from typing import Any, Final, Protocol, TypeVar
+from urllib.parse import urlencode
 
 import httpx
 import msgspec
 
+from frontdoor_sdk._lean_http import LeanClient, LeanHTTPError
+
 _LOG: Final = logging.getLogger("frontdoor_sdk")
 
 T = TypeVar("T")
+
+FrontdoorHTTP = httpx.AsyncClient | LeanClient
+"""What the sdk asks Frontdoor with."""
+
+_FORM: Final = "application/x-www-form-urlencoded"
+_JSON: Final = "application/json"
+_DEFAULT_MAX_BYTES: Final = 64 * 1024
+
+
+class Answer(Protocol):
+    """Frontdoor's answer as :func:`decode_answer` reads it (``httpx.Response`` or ``LeanResponse``)."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def content(self) -> bytes: ...
 
 
 class Unavailable(Exception):
@@ -31,14 +59,14 @@ class Unavailable(Exception):
         self.retry_after = retry_after
 
 
-def retry_after_of(response: httpx.Response) -> str | None:
+def retry_after_of(response: Answer) -> str | None:
     """Frontdoor's ``Retry-After`` when it is whole seconds (at most six digits), else ``None``."""
     value = response.headers.get("retry-after", "")
     return value if value.isascii() and value.isdigit() and len(value) <= 6 else None
 
 
 async def post(
-    http: httpx.AsyncClient,
+    http: FrontdoorHTTP,
     url: str,
     *,
     authorization: str,
@@ -47,8 +75,24 @@ async def post(
     unavailable: type[Unavailable],
     json: Any = None,
     data: dict[str, str] | None = None,
-) -> httpx.Response:
-    """``POST url`` with the credential; a network failure raises ``unavailable``."""
+    max_bytes: int = _DEFAULT_MAX_BYTES,
+) -> Answer:
+    """``POST url`` with the credential; a network failure raises ``unavailable``.
+
+    ``max_bytes`` is the caller's size cap: the lean client reads at most one byte more
+    (so :func:`decode_answer` still sees an answer too long); ``httpx`` reads it all.
+    """
+    if isinstance(http, LeanClient):
+        if data is not None:
+            body, content_type = urlencode(data).encode(), _FORM
+        else:
+            body, content_type = msgspec.json.encode(json), _JSON
+        try:
+            return await http.post(url, authorization=authorization, content_type=content_type, body=body,
+                                   seconds=seconds, max_bytes=max_bytes)
+        except LeanHTTPError as failure:
+            _LOG.warning("frontdoor_sdk: %s failed: %s", endpoint, failure)  # a fixed phrase, no server text
+            raise unavailable(f"{endpoint} could not be reached") from None
     try:
         return await http.post(
             url,
@@ -64,7 +108,7 @@ async def post(
 
 
 def decode_answer(
-    response: httpx.Response,
+    response: Answer,
     answer_type: type[T],
     *,
     endpoint: str,

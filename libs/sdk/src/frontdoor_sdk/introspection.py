@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-import httpx
 import msgspec
 
-from frontdoor_sdk._frontdoor_call import Unavailable, decode_answer, post
+from frontdoor_sdk._frontdoor_call import FrontdoorHTTP, Unavailable, decode_answer, post
 
 __all__ = ["IntrospectionRefused", "IntrospectionUnavailable", "Introspector", "SessionState"]
 
@@ -77,11 +76,11 @@ class Introspector:
     Args:
         url: ``{issuer}/oauth/introspect``.
         credential: The resource-server credential (``fdrs_...``) from the console.
-        http: The client to ask with.
+        http: The client to ask with: an ``httpx.AsyncClient``, or the verifier's lean one.
         timeout: Seconds one answer may take.
     """
 
-    def __init__(self, url: str, credential: str, http: httpx.AsyncClient, *, timeout: float = 5.0) -> None:
+    def __init__(self, url: str, credential: str, http: FrontdoorHTTP, *, timeout: float = 5.0) -> None:
         self._url = url
         self._authorization = f"Bearer {credential}"
         self._http = http
@@ -111,6 +110,7 @@ class Introspector:
             seconds=self._timeout,
             endpoint="introspection",
             unavailable=IntrospectionUnavailable,
+            max_bytes=_MAX_BYTES,
         )
         return decode_answer(
             response,

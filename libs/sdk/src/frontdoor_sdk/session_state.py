@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-import httpx
 import msgspec
 
-from frontdoor_sdk._frontdoor_call import Unavailable, decode_answer, post
+from frontdoor_sdk._frontdoor_call import FrontdoorHTTP, Unavailable, decode_answer, post
 
 __all__ = ["DelegatedState", "SessionStateClient", "SessionStateRefused", "SessionStateUnavailable"]
 
@@ -60,11 +59,11 @@ class SessionStateClient:
     Args:
         url: ``{issuer}/poppy/session-state``.
         credential: The resource-server credential (``fdrs_...``).
-        http: The client to ask with.
+        http: The client to ask with: an ``httpx.AsyncClient``, or the verifier's lean one.
         timeout: Seconds one answer may take.
     """
 
-    def __init__(self, url: str, credential: str, http: httpx.AsyncClient, *, timeout: float = 5.0) -> None:
+    def __init__(self, url: str, credential: str, http: FrontdoorHTTP, *, timeout: float = 5.0) -> None:
         self._url = url
         self._authorization = f"Bearer {credential}"
         self._http = http
@@ -115,6 +114,7 @@ class SessionStateClient:
             seconds=self._timeout,
             endpoint="session-state",
             unavailable=SessionStateUnavailable,
+            max_bytes=_MAX_BYTES,
         )
         return decode_answer(
             response,
