@@ -2,8 +2,8 @@
 endpoint (every attempt waits for the timeout) does not delay another tenant.
 
 Each `Deliverer` runs with its production shares and batch size and the real `deliver` over
-`SafeSender`. The dead endpoint is a socket that reads the request and never answers; the
-live one answers ``204`` at once.
+`SafeSender` and the deliverer's `DeliveryClient`. The dead endpoint is a socket that reads
+the request and never answers; the live one answers ``204`` at once.
 """
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ from typing import Any
 
 import pytest
 from frontdoor_core.ids import new_id
-from frontdoor_core.outbound import OutboundPolicy, SafeFetcher
+from frontdoor_core.outbound import OutboundPolicy
 from frontdoor_core.runtime import Runtime
 from frontdoor_dispatcher.deliverer import Deliverer
 from frontdoor_dispatcher.lanes import PER_ENDPOINT
 from frontdoor_tenancy.actor import Actor
 from frontdoor_tenancy.credentials import Kek
 from frontdoor_webhooks import DeliveryPolicy, RetryPolicy, SafeSender, create_endpoint
+from frontdoor_webhooks.delivery_client import DeliveryClient
 from frontdoor_webhooks.messages import enqueue_message
 
 from tests.conftest import unique
@@ -119,7 +120,8 @@ async def test_a_dead_endpoints_backlog_does_not_delay_another_tenant(runtime: R
     kek = Kek.from_env_value(runtime.settings.kek)
     dead_tenant, dead = await _tenant_endpoint(runtime, kek, loopback.dead)
     live_tenant, live = await _tenant_endpoint(runtime, kek, loopback.live)
-    sender = SafeSender(SafeFetcher(OutboundPolicy(allow_http_loopback=True, total_timeout=5.0)).pooled())
+    # The deliverer's own transport (main() builds the same), over real loopback sockets.
+    sender = SafeSender(DeliveryClient(OutboundPolicy(allow_http_loopback=True, total_timeout=5.0)))
     replicas = [Deliverer(runtime.settings.database_url, runtime.pool, sender=sender, kek=kek, policy=POLICY,
                           clock=runtime.clock) for _ in range(2)]
     tasks = [asyncio.create_task(d.run()) for d in replicas]

@@ -1,9 +1,10 @@
 """How a delivery reaches the network: the `Sender` protocol and its SSRF-safe implementation.
 
 The delivery engine depends only on `Sender`, so tests and other transports can stand
-in. `SafeSender` goes through `frontdoor_core.outbound.SafeFetcher`: HTTPS only, public
-addresses only (checked on the address connected to), no redirects, bounded time and
-bytes. Failures without an answer become a `SendError` carrying an `ErrorClass`.
+in. `SafeSender` goes through `frontdoor_core.outbound.SafeFetcher` (or the deliverer's
+`frontdoor_webhooks.delivery_client.DeliveryClient`, which keeps the same rules): HTTPS
+only, public addresses only (checked on the address connected to), no redirects, bounded
+time and bytes. Failures without an answer become a `SendError` carrying an `ErrorClass`.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from collections.abc import Mapping
 from typing import Protocol
 
 import msgspec
-from frontdoor_core.outbound import FetchError, FetchErrorCode, SafeFetcher
+from frontdoor_core.outbound import FetchError, FetchErrorCode, FetchResult
 
 from .delivery_outcome import ErrorClass
 
-__all__ = ["RESPONSE_LIMIT", "SafeSender", "SendError", "Sender", "SenderResponse"]
+__all__ = ["RESPONSE_LIMIT", "Poster", "SafeSender", "SendError", "Sender", "SenderResponse"]
 
 RESPONSE_LIMIT = 64 * 1024
 """Most response body bytes kept (enough for a perform webhook's JSON answer)."""
@@ -81,10 +82,19 @@ class Sender(Protocol):
         ...
 
 
-class SafeSender:
-    """`Sender` over `SafeFetcher`: the production transport."""
+class Poster(Protocol):
+    """What `SafeSender` posts through: `SafeFetcher` (or its `pooled` form) or `DeliveryClient`."""
 
-    def __init__(self, fetcher: SafeFetcher) -> None:
+    async def post(self, url: str, body: bytes, *, headers: Mapping[str, str], timeout: float | None = None,  # noqa: ASYNC109
+                   max_bytes: int | None = None) -> FetchResult:
+        """POST once under the outbound rules; any status; `FetchError` otherwise."""
+        ...
+
+
+class SafeSender:
+    """`Sender` over `SafeFetcher` or `DeliveryClient`: the production transport."""
+
+    def __init__(self, fetcher: Poster) -> None:
         """Wrap a fetcher (its policy decides HTTPS, loopback and allowlist rules)."""
         self._fetcher = fetcher
 

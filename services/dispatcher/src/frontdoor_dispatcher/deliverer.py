@@ -11,9 +11,10 @@
    SKIP LOCKED`` and the delivery lease, in one short transaction), as many as its
    shares have room for (`Lanes`: per endpoint, per tenant, in all), and starts an attempt
    at each on this loop: the engine's `deliver` (or `perform_message` for a perform
-   message) with the claim already taken, keep-alive connections per endpoint
-   (`SafeFetcher.pooled`), the endpoint's secrets from a short cache (`SecretCache`) and
-   clean ``2xx`` answers recorded in batches (`DeliveredBatch`).
+   message) with the claim already taken, keep-alive connections per endpoint origin
+   (`DeliveryClient`: `SafeFetcher.post`'s rules on a lean HTTP/1.1 client), the
+   endpoint's secrets from a short cache (`SecretCache`) and clean ``2xx`` answers
+   recorded in batches (`DeliveredBatch`).
 3. At most ``PER_ENDPOINT`` attempts run to one endpoint at once (a semaphore each); a
    claim waiting for its endpoint's turn has its lease renewed before it is sent if less
    than a whole attempt is left of it, so no lease ends while its message is being sent.
@@ -74,7 +75,7 @@ class Deliverer:
 
     Args:
         pool: Connections for attempts (the claims use the listening connection).
-        sender: The transport (`SafeSender` over a pooled `SafeFetcher` in production).
+        sender: The transport (`SafeSender` over a `DeliveryClient` in production).
         redis: Announces perform outcomes on the ledger's settled channel (best effort;
             None: not announced, a waiting confirm re-reads when its wait ends).
     """
@@ -266,8 +267,8 @@ def main(settings: Settings | None = None) -> None:
     from frontdoor_core.dev_mode import warn_if_dev_mode
     from frontdoor_core.logging import configure_logging
     from frontdoor_core.metrics import metrics_listener
-    from frontdoor_core.outbound import SafeFetcher
     from frontdoor_core.redis_client import create_redis
+    from frontdoor_webhooks.delivery_client import DeliveryClient
     from frontdoor_webhooks.sender import SafeSender
 
     from .deliverer_metrics import sample_backlog
@@ -282,7 +283,7 @@ def main(settings: Settings | None = None) -> None:
 
     async def go() -> None:
         pool = await create_pool(s.database_url, min_size=2, max_size=s.db_pool_max)
-        fetcher = SafeFetcher(delivery_outbound_policy(s)).pooled(max_connections=32)
+        fetcher = DeliveryClient(delivery_outbound_policy(s), max_connections=32)
         redis = create_redis(s.redis_url) if s.redis_url else None
         deliverer = Deliverer(s.database_url, pool, sender=SafeSender(fetcher), kek=Kek.from_env_value(s.kek),
                               policy=DeliveryPolicy.from_settings(s), redis=redis,
