@@ -6,7 +6,10 @@
     of PAP §4.3 (the sdk's crypto part), one fresh proof per request;
 (c) ``frontdoor_sdk.FrontdoorVerifier.verify``: (b) plus the replay cache and the Session's
     state from the real issuer's introspection endpoint (granian, PostgreSQL, Redis) over a
-    loopback socket, with a real Session Token and resource-server credential.
+    loopback socket, with a real Session Token and resource-server credential. By default
+    (``--client both``) twice in the same run: the verifier owning its clients (introspection
+    over the sdk's lean HTTP/1.1 pool: the (c) line) and with an injected ``httpx.AsyncClient``
+    (the same-run baseline line).
 (g) the same verifier with ``shared_signals=True`` (ADR 0005): the state from memory while
     the issuer's Shared Signals stream is live (its long poll runs beside the timed loop);
     target (g)-(b) p50 <= 0.05 ms.
@@ -30,6 +33,7 @@ an in-process ``MockTransport``):
     the ``session-state`` calls made in the timed loop.
 
     python bench/sdk_verify.py [--iterations 3000] [--state-iterations 1000] [--crypto-only]
+                               [--client both|lean|httpx]
 """
 
 from __future__ import annotations
@@ -65,6 +69,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--crypto-only", action="store_true",
                    help="no servers: local token, (c) against an in-process MockTransport")
     p.add_argument("--quick", action="store_true", help="small counts, for a quick look")
+    p.add_argument("--client", choices=("both", "lean", "httpx"), default="both",
+                   help="(c) through the verifier's own lean HTTP client, an injected httpx.AsyncClient, or both "
+                        "(the httpx line is then the same-run baseline); --crypto-only is always httpx")
     args = p.parse_args(argv)
     if args.quick:
         args.iterations, args.state_iterations, args.warmup = 500, 200, 30
@@ -210,7 +217,7 @@ async def real_setup(stack: Stack) -> Setup:
 
 
 async def measure(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
-    from frontdoor_sdk import Caller, FrontdoorVerifier
+    from frontdoor_sdk import FrontdoorVerifier
 
     n_state = args.state_iterations
     n_proofs = max(args.iterations, n_state + args.warmup)
@@ -221,7 +228,35 @@ async def measure(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
     b = summarize(time_each(resource_checks(setup, headers), args.iterations, args.warmup))
 
     errors: list[str] = []
-    verifier = FrontdoorVerifier(setup.issuer, setup.credential, http=setup.http)
+    lean = args.client in ("both", "lean") and setup.servers is not None
+    runs: dict[str, tuple[Summary, dict[str, float]]] = {}
+    if args.client in ("both", "httpx") or not lean:
+        runs["httpx"] = await measure_state(FrontdoorVerifier(setup.issuer, setup.credential, http=setup.http),
+                                            setup, headers, args, errors)
+    if lean:
+        # No http=: the verifier owns its clients, so introspection goes over its lean pool.
+        runs["lean"] = await measure_state(FrontdoorVerifier(setup.issuer, setup.credential),
+                                           setup, headers, args, errors)
+    primary = "lean" if lean else "httpx"
+    c, cpu = runs[primary]
+    via = setup.state_via + (", the verifier's own lean HTTP client" if lean else ", an injected httpx.AsyncClient")
+    g, g_state, g_errors = await measure_stream(setup, headers, args)
+    errors.extend(g_errors)
+    await setup.http.aclose()
+    baseline = {f"c_{name}": {"c": run[0], "cpu_ms_per_state_check": run[1], "c_minus_b_p50_ms": run[0].p50_ms - b.p50_ms,
+                              "c_minus_b_p99_ms": run[0].p99_ms - b.p99_ms} for name, run in runs.items()}
+    return {"a": a, "b": b, "c": c, "g": g, "g_state": g_state, "g_minus_b_p50_ms": g.p50_ms - b.p50_ms, "errors": len(errors), "error_samples": errors, "state_via": via,
+            "cpu_ms_per_state_check": cpu, "state_clients": baseline, "state_client": primary,
+            "ratio_b_a": b.p50_ms / a.p50_ms, "c_minus_b_p50_ms": c.p50_ms - b.p50_ms,
+            "c_minus_b_p99_ms": c.p99_ms - b.p99_ms}
+
+
+async def measure_state(verifier: Any, setup: Setup, headers: list[list[tuple[str, str]]], args: argparse.Namespace,
+                        errors: list[str]) -> tuple[Summary, dict[str, float]]:
+    """(c): ``verifier.verify`` with the state from introspection; latency and CPU per request."""
+    from frontdoor_sdk import Caller
+
+    n_state = args.state_iterations
     try:
         async def one(i: int) -> None:
             outcome = await verifier.verify("GET", API_URL, headers[i])
@@ -236,13 +271,7 @@ async def measure(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
         cpu = {k: 1000 * v / n_state for k, v in meter.stop().items()}
     finally:
         await verifier.aclose()
-    g, g_state, g_errors = await measure_stream(setup, headers, args)
-    errors.extend(g_errors)
-    await setup.http.aclose()
-    return {"a": a, "b": b, "c": c, "g": g, "g_state": g_state, "g_minus_b_p50_ms": g.p50_ms - b.p50_ms, "errors": len(errors), "error_samples": errors, "state_via": setup.state_via,
-            "cpu_ms_per_state_check": cpu,
-            "ratio_b_a": b.p50_ms / a.p50_ms, "c_minus_b_p50_ms": c.p50_ms - b.p50_ms,
-            "c_minus_b_p99_ms": c.p99_ms - b.p99_ms}
+    return c, cpu
 
 
 async def measure_stream(setup: Setup, headers: list[list[tuple[str, str]]],
@@ -308,6 +337,11 @@ async def measure_stream(setup: Setup, headers: list[list[tuple[str, str]]],
     return g, state_only, errors
 
 
+def _cpu_line(cpu: dict[str, float]) -> str:
+    named = {("this process (sdk)" if k == "load generator" else k): v for k, v in cpu.items() if k != "other processes"}
+    return ", ".join(f"{name} {ms:.2f} ms" for name, ms in named.items())
+
+
 def report(r: dict[str, Any]) -> None:
     a: Summary = r["a"]
     b: Summary = r["b"]
@@ -317,16 +351,19 @@ def report(r: dict[str, Any]) -> None:
     print(f"  (b) verify_resource_request (crypto)    : {b.line()}")
     print(f"  (c) FrontdoorVerifier.verify + state    : {c.line()}")
     print(f"      state from {r['state_via']}; refusals {r['errors']}")
-    cpu = {("this process (sdk)" if k == "load generator" else k): v
-           for k, v in r["cpu_ms_per_state_check"].items() if k != "other processes"}
-    print("      CPU per request in (c): " + ", ".join(f"{name} {ms:.2f} ms" for name, ms in cpu.items()))
+    print("      CPU per request in (c): " + _cpu_line(r["cpu_ms_per_state_check"]))
+    for name, run in r["state_clients"].items():
+        if name != f"c_{r['state_client']}":
+            print(f"  {'(c) via ' + name[2:] + ' (same-run baseline)':<40}: {run['c'].line()}")
+            print(f"      (c)-(b) p50 +{fmt_ms(run['c_minus_b_p50_ms'])}, p99 +{fmt_ms(run['c_minus_b_p99_ms'])}; "
+                  "CPU per request: " + _cpu_line(run["cpu_ms_per_state_check"]))
     for sample in r["error_samples"]:
         print(f"      e.g. {sample}")
     verdict = "meets" if b.p50_ms <= TARGET_CRYPTO_P50_MS else "ABOVE"
     print(f"  ratio (b)/(a) p50 = {r['ratio_b_a']:.2f};  crypto p50 {fmt_ms(b.p50_ms)} ({verdict} the target "
           f"<= {TARGET_CRYPTO_P50_MS} ms)")
     print(f"  state check (c)-(b): p50 +{fmt_ms(r['c_minus_b_p50_ms'])}, p99 +{fmt_ms(r['c_minus_b_p99_ms'])} "
-          "(one introspection round trip per request)")
+          f"(one introspection round trip per request, {r['state_client']} client)")
     g: Summary = r["g"]
     s: Summary = r["g_state"]
     verdict = "meets" if s.p50_ms <= TARGET_STREAM_STATE_P50_MS else "ABOVE"
