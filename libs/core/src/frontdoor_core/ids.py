@@ -15,7 +15,7 @@ import time
 __all__ = ["PREFIXES", "is_id", "new_id"]
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-PREFIXES = frozenset({"ten", "adm", "key", "dom", "aud", "sgk", "req", "evt", "ses", "asn", "op", "msg", "att", "whe", "whs", "whr", "inv", "cnv", "sst"})
+PREFIXES = frozenset({"ten", "adm", "key", "dom", "aud", "sgk", "req", "evt", "ses", "asn", "op", "msg", "att", "whe", "whs", "whr", "inv", "cnv", "sst", "sim"})
 _SHAPE = re.compile(r"^([a-z]{2,5})_([0-9A-HJKMNP-TV-Z]{26})$")
 _RANDOM_BITS = 80
 _lock = threading.Lock()

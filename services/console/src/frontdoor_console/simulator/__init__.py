@@ -4,21 +4,29 @@ against the tenant's own live configuration with every exchange shown, secrets r
 from __future__ import annotations
 
 from .exchange import REDACTED, DecodedJwt, Exchange, RecordingFetcher
+from .history import LISTED, RunRecord, StoredStep, get_run, latest_runs, record_run, status_of
 from .identity import SOFTWARE_ID, SimulatorIdentity, client_id_for, is_simulator, load_identity, register_client_id
 from .run import Step, StepFinding, simulate
 
 __all__ = [
+    "LISTED",
     "REDACTED",
     "SOFTWARE_ID",
     "DecodedJwt",
     "Exchange",
     "RecordingFetcher",
+    "RunRecord",
     "SimulatorIdentity",
     "Step",
     "StepFinding",
+    "StoredStep",
     "client_id_for",
+    "get_run",
     "is_simulator",
+    "latest_runs",
     "load_identity",
+    "record_run",
     "register_client_id",
     "simulate",
+    "status_of",
 ]

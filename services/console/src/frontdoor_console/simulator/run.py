@@ -59,6 +59,11 @@ class Step(msgspec.Struct, kw_only=True):
     exchanges: list[Exchange] = msgspec.field(default_factory=list)
     findings: list[StepFinding] = msgspec.field(default_factory=list)
 
+    @property
+    def duration_ms(self) -> float:
+        """The time the step's requests took."""
+        return sum(x.elapsed_ms for x in self.exchanges)
+
 
 def _steps() -> list[Step]:
     return [Step(key="discovery", title="Discovery: poppy.json and the issuer metadata"),
