@@ -6,7 +6,9 @@ missing Node.js fails the test, it is never skipped). `IdpInternet` is the issue
 outbound network in these tests: the IdP through the SSRF-guarded stack over a real
 socket, everything else the shared `MockWeb`; it can re-sign the IdP's ID token with
 changed claims (``tamper``) to prove what Frontdoor refuses. `login_at_idp` plays the
-user's browser at the IdP's interaction pages.
+user's browser at the IdP's interaction pages, `logout_at_idp` signs it out there
+(RP-initiated logout's confirmation page), and `LogoutCatcher` is the back-channel logout
+URI the IdP posts its logout tokens to.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ import json
 import re
 import shutil
 import subprocess
+import threading
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import parse_qs, urljoin
 
 import httpx
 from frontdoor_core.outbound import (
@@ -106,6 +110,7 @@ class IdpInternet(httpx.AsyncBaseTransport):
         self.tamper: Tamper | None = None
         self.sign_with: RSAKey | None = None  # tamper: a key other than the IdP's (a forgery)
         self.token_requests: list[httpx.Request] = []
+        self.id_tokens: list[str] = []  # as the IdP answered them
 
     def add(self, idp: OpenIdProvider) -> None:
         self.idps[idp.host] = idp
@@ -120,6 +125,8 @@ class IdpInternet(httpx.AsyncBaseTransport):
         await request.aread()
         self.token_requests.append(request)
         body = await response.aread()
+        if response.status_code == 200:
+            self.id_tokens.append(str(json.loads(body).get("id_token", "")))
         if self.tamper is None or response.status_code != 200:
             return httpx.Response(response.status_code, headers=response.headers, content=body)
         tokens = json.loads(body)
@@ -129,28 +136,78 @@ class IdpInternet(httpx.AsyncBaseTransport):
         return httpx.Response(200, headers={"content-type": "application/json"}, content=json.dumps(tokens).encode())
 
 
-async def login_at_idp(location: str, *, login: str, stop_at: str, cancel: bool = False) -> str:
+async def login_at_idp(location: str, *, login: str, stop_at: str, cancel: bool = False,
+                       browser: httpx.AsyncClient | None = None) -> str:
     """Play the user at the IdP from its authorization URL until it redirects to ``stop_at``.
 
     Logs in as ``login`` on the devInteractions form (any password) and consents; with
     ``cancel`` aborts at the login prompt instead. Returns the redirect URL to Frontdoor.
+    With ``browser`` (its cookies: the user's session at the IdP) a user already signed
+    in there is not asked again; without, a fresh browser each time.
     """
-    async with httpx.AsyncClient(follow_redirects=False, timeout=10) as browser:
-        r = await browser.get(location)
-        for _ in range(12):
-            loc = urljoin(str(r.url), r.headers["location"])
-            if loc.startswith(stop_at):
-                return loc
-            if "/interaction/" in loc and not loc.endswith(("/login", "/confirm", "/abort")):
-                page = (await browser.get(loc)).text
-                action = urljoin(loc, re.search(r'action="([^"]+)"', page).group(1))  # type: ignore[union-attr]
-                prompt = re.search(r'name="prompt" value="(\w+)"', page).group(1)  # type: ignore[union-attr]
-                if cancel:
-                    r = await browser.get(loc.rstrip("/") + "/abort")
-                elif prompt == "login":
-                    r = await browser.post(action, data={"prompt": "login", "login": login, "password": "x"})
-                else:
-                    r = await browser.post(action, data={"prompt": prompt})
+    if browser is None:
+        async with httpx.AsyncClient(follow_redirects=False, timeout=10) as fresh:
+            return await login_at_idp(location, login=login, stop_at=stop_at, cancel=cancel, browser=fresh)
+    r = await browser.get(location)
+    for _ in range(12):
+        loc = urljoin(str(r.url), r.headers["location"])
+        if loc.startswith(stop_at):
+            return loc
+        if "/interaction/" in loc and not loc.endswith(("/login", "/confirm", "/abort")):
+            page = (await browser.get(loc)).text
+            action = urljoin(loc, re.search(r'action="([^"]+)"', page).group(1))  # type: ignore[union-attr]
+            prompt = re.search(r'name="prompt" value="(\w+)"', page).group(1)  # type: ignore[union-attr]
+            if cancel:
+                r = await browser.get(loc.rstrip("/") + "/abort")
+            elif prompt == "login":
+                r = await browser.post(action, data={"prompt": "login", "login": login, "password": "x"})
             else:
-                r = await browser.get(loc)
-        raise AssertionError(f"the IdP never redirected to {stop_at}")
+                r = await browser.post(action, data={"prompt": prompt})
+        else:
+            r = await browser.get(loc)
+    raise AssertionError(f"the IdP never redirected to {stop_at}")
+
+
+async def logout_at_idp(browser: httpx.AsyncClient, idp: OpenIdProvider) -> None:
+    """The user signs out at the IdP (``/session/end``, "Yes, sign me out"): the IdP then posts
+    a logout token to the back-channel logout URI of every client the session signed in to."""
+    page = await browser.get(f"{idp.issuer}/session/end")
+    assert page.status_code == 200, page.text
+    xsrf = re.search(r'name="xsrf" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
+    action = re.search(r'action="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
+    done = await browser.post(urljoin(str(page.url), action), data={"xsrf": xsrf, "logout": "yes"})
+    assert done.status_code in (200, 303), done.text
+
+
+class LogoutCatcher:
+    """A loopback HTTP server standing for Frontdoor's back-channel logout URI at the IdP.
+
+    Frontdoor's issuer runs in process in these tests, where the IdP's server cannot post
+    to it; the catcher answers ``200`` and keeps each ``logout_token`` for the test to
+    deliver to the issuer as it came.
+    """
+
+    def __init__(self) -> None:
+        self.tokens: list[str] = []
+        catcher = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", "0"))
+                form = parse_qs(self.rfile.read(length).decode("ascii"))
+                catcher.tokens.extend(form.get("logout_token", []))
+                self.send_response(200)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/backchannel-logout"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -21,8 +21,19 @@ server.listen(Number(process.env.IDP_PORT || 0), '127.0.0.1', () => {
     jwks,
     pkce: { required: () => true },           // S256 only (the default methods)
     conformIdTokenClaims: false,              // email claims in the ID token too, not only at userinfo
-    features: { devInteractions: { enabled: true } },
+    // Back-Channel Logout: a client registered with backchannel_logout_uri and
+    // backchannel_logout_session_required gets sid in its ID tokens, and a logout token
+    // (typ logout+jwt, sub and sid) when the user signs out at /session/end.
+    features: { devInteractions: { enabled: true }, backchannelLogout: { enabled: true } },
     claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'] },
+    // The provider refuses to fetch special-use addresses (its SSRF guard, an undici
+    // dispatcher); the tests' back-channel logout catcher and client JWKS live on loopback.
+    fetch: (url, options) => {
+      const { hostname } = new URL(url);
+      if (hostname !== '127.0.0.1') throw new Error(`the test IdP fetches loopback only, not ${hostname}`);
+      const { dispatcher, ...rest } = options;
+      return globalThis.fetch(url, rest);
+    },
     ttl: { AuthorizationCode: 60, IdToken: 300, AccessToken: 300, Session: 600, Interaction: 600, Grant: 600 },
     findAccount: async (ctx, sub) => ({
       accountId: sub,

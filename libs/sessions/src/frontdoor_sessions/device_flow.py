@@ -89,6 +89,8 @@ class DevicePoll(msgspec.Struct, frozen=True, kw_only=True):
     scope: str = ""
     account_id: str | None = None
     granted_scope: str | None = None
+    idp_session: str = ""
+    """`idp_session_hash` of the IdP session the user signed in with (``oidc`` login with a ``sid``)."""
 
 
 def normalize_user_code(raw: str) -> str | None:
@@ -118,7 +120,7 @@ def _ms(now: datetime) -> int:
 _POLL = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'unknown'} end
 local f = redis.call('HMGET', KEYS[1], 'client_id', 'status', 'expires_ms', 'interval', 'last_poll_ms', 'user_id',
-                     'account_id', 'granted_scope', 'scope')
+                     'account_id', 'granted_scope', 'scope', 'idp_session')
 if f[1] ~= ARGV[2] then return {'wrong_client'} end
 if f[2] == 'used' then return {'used'} end
 local now = tonumber(ARGV[1])
@@ -135,19 +137,20 @@ end
 redis.call('HSET', KEYS[1], 'last_poll_ms', ARGV[1])
 if f[2] == 'approved' then
   redis.call('HSET', KEYS[1], 'status', 'used')
-  return {'approved', tostring(interval), f[7], f[8], f[9]}
+  return {'approved', tostring(interval), f[7], f[8], f[9], f[10] or ''}
 end
 return {'pending', tostring(interval)}
 """
 
-# KEYS[1] record, KEYS[2] user-code index; ARGV now_ms, new status, account, granted scope
+# KEYS[1] record, KEYS[2] user-code index; ARGV now_ms, new status, account, granted scope, IdP session
 _DECIDE = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'unknown' end
 local f = redis.call('HMGET', KEYS[1], 'status', 'expires_ms')
 if f[1] ~= 'pending' then return f[1] end
 if tonumber(ARGV[1]) >= tonumber(f[2]) then return 'expired' end
 if ARGV[2] == 'approved' then
-  redis.call('HSET', KEYS[1], 'status', 'approved', 'account_id', ARGV[3], 'granted_scope', ARGV[4])
+  redis.call('HSET', KEYS[1], 'status', 'approved', 'account_id', ARGV[3], 'granted_scope', ARGV[4],
+             'idp_session', ARGV[5])
 else
   redis.call('HSET', KEYS[1], 'status', 'denied')
 end
@@ -284,19 +287,23 @@ class DeviceStore:
         return None if handle is None else (handle.decode() if isinstance(handle, bytes) else str(handle))
 
     async def _decide_on(self, tenant_id: str, ref: str, status: str, *, now: datetime | None,
-                         account_id: str = "", granted_scope: str = "") -> bool:
+                         account_id: str = "", granted_scope: str = "", idp_session: str = "") -> bool:
         handle = await self._handle_of(tenant_id, ref)
         if handle is None:
             return False
         code = await self._call(self._redis.hget(self._key(tenant_id, handle), "user_code"))
         code = code.decode() if isinstance(code, bytes) else (code or "")
         result = await self._call(self._decide(keys=[self._key(tenant_id, handle), self._user_key(tenant_id, code)],
-                                               args=[_ms(now or self._clock()), status, account_id, granted_scope]))
+                                               args=[_ms(now or self._clock()), status, account_id, granted_scope,
+                                                     idp_session]))
         return (result.decode() if isinstance(result, bytes) else str(result)) == "ok"
 
     async def approve(self, tenant_id: str, ref: str, account_id: str, granted_scope: str | list[str] | tuple[str, ...],
-                      *, now: datetime | None = None) -> bool:
+                      *, now: datetime | None = None, idp_session: str | None = None) -> bool:
         """The user signed in as ``account_id`` and consented to ``granted_scope``.
+
+        ``idp_session``: the `idp_session_hash` of the IdP session the user signed in
+        with, kept with the sign-in this approval completes (Back-Channel Logout).
 
         ``ref`` is the `DeviceRequest` handle or its user code. True when this approved a
         pending, unexpired authorization; False otherwise (unknown, expired, already
@@ -307,7 +314,7 @@ class DeviceStore:
         if not account_id or not scope:
             raise ValueError("account_id and granted_scope are required")
         return await self._decide_on(tenant_id, ref, "approved", now=now, account_id=account_id,
-                                     granted_scope=scope)
+                                     granted_scope=scope, idp_session=idp_session or "")
 
     async def deny(self, tenant_id: str, ref: str, *, now: datetime | None = None) -> bool:
         """The user refused; the agent's next poll is ``access_denied``. Returns as `approve`."""
@@ -323,7 +330,7 @@ class DeviceStore:
         status = out[0]
         if status == "approved":
             return DevicePoll(status="approved", interval=int(out[1]), handle=handle, account_id=out[2],
-                              granted_scope=out[3], scope=out[4])
+                              granted_scope=out[3], scope=out[4], idp_session=out[5])
         interval = int(out[1]) if len(out) > 1 else 0
         return DevicePoll(status=status, interval=interval, handle=handle)  # type: ignore[arg-type]
 

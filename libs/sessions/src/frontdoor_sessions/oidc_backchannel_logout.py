@@ -7,13 +7,17 @@ checks it as §2.6 says (`verify_logout_token`: signature by a key of the IdP's 
 one refetch after an unknown ``kid``; ``typ`` ``logout+jwt`` when present; ``iss``; ``aud``
 our ``client_id``; ``iat``; ``exp`` when present; the logout event in ``events``; ``sub`` or
 ``sid``; no ``nonce``), refuses a ``jti`` seen before (Redis, one claim per IdP and ``jti``
-while the token could still be accepted), then disconnects the account the token's ``sub``
-names in this tenant only (`disconnect_account`: every Account Token revoked, every
-Session signed out, events and audit written), in the caller's transaction.
+while the token could still be accepted), then, in this tenant only and in the caller's
+transaction (every Account Token revoked, every Session signed out, events and audit
+written):
+
+- with a ``sid`` (§2.7: the RP session of that IdP session): the sign-ins that IdP session
+  made, recorded with them as `idp_session_hash` of ``iss`` and ``sid`` when the ID token
+  carried it (`frontdoor_sessions.oidc_login`); with a ``sub`` too, only that account's;
+- with a ``sub`` only: every sign-in of the account it names (`disconnect_account`).
 
 The connection's ``account_claim`` must be ``sub`` (settings validation), so the token's
-``sub`` is the account ID. A token with only a ``sid`` names an IdP session Frontdoor does
-not keep, and is refused.
+``sub`` is the account ID. A token with neither is refused by `verify_logout_token`.
 """
 
 from __future__ import annotations
@@ -22,17 +26,27 @@ from datetime import datetime
 from typing import Final
 
 import asyncpg
+import msgspec
 import redis.asyncio as aioredis
 from frontdoor_core.outbound import SafeFetcher
+from frontdoor_tenancy import audit
 from frontdoor_tenancy.actor import Actor
 from frontdoor_tenancy.issuer_settings import LoginConnection
 from joserfc.jwk import KeySet
 
 from .disconnect import disconnect_account
-from .oidc_id_token import ID_TOKEN_SKEW, MAX_ID_TOKEN_AGE, IdTokenError, IdTokenReason, verify_logout_token
+from .oidc_id_token import (
+    ID_TOKEN_SKEW,
+    MAX_ID_TOKEN_AGE,
+    IdTokenError,
+    IdTokenReason,
+    idp_session_hash,
+    session_id_claim,
+    verify_logout_token,
+)
 from .oidc_provider import ProviderUnavailable, discover, provider_keys, refetched_keys
 from .replay_cache import ReplayCache
-from .revocation import RevocationSummary
+from .revocation import RevocationSummary, revoke_sign_ins
 
 __all__ = ["BACKCHANNEL_LOGOUT_PATH", "LogoutRefused", "backchannel_logout"]
 
@@ -82,12 +96,36 @@ async def backchannel_logout(conn: asyncpg.Connection, login: LoginConnection, *
         raise LogoutRefused(f"provider_{exc.problem}") from None
     except IdTokenError as exc:
         raise LogoutRefused(str(exc.reason)) from None
-    subject = claims.get("sub")
-    if not isinstance(subject, str):
-        raise LogoutRefused("sid_only")
+    raw_sub = claims.get("sub")
+    subject = raw_sub if isinstance(raw_sub, str) else None
+    sid = session_id_claim(claims)
     (fresh_jti,) = await ReplayCache(redis).claim_all(
         [("oidc-logout", f"{tenant_id}\x00{issuer}", str(claims["jti"]), _JTI_TTL)])
     if not fresh_jti:
         raise LogoutRefused("replayed_jti")
-    return await disconnect_account(conn, Actor(tenant_id=tenant_id, type="system"), account_id=subject,
-                                    client_id=None, now=now, via="oidc_backchannel_logout")
+    actor = Actor(tenant_id=tenant_id, type="system")
+    if sid is None:
+        assert subject is not None  # verify_logout_token: sub or sid
+        return await disconnect_account(conn, actor, account_id=subject, client_id=None, now=now,
+                                        via="oidc_backchannel_logout")
+    return await _end_idp_session(conn, actor, idp_session_hash(meta.issuer, sid), account_id=subject, now=now)
+
+
+async def _end_idp_session(conn: asyncpg.Connection, actor: Actor, idp_session: str, *, account_id: str | None,
+                           now: datetime) -> RevocationSummary:
+    """Revoke the live sign-ins of one IdP session (of ``account_id`` only, when given); one audit row per account."""
+    rows = await conn.fetch(
+        "SELECT id, account_id FROM sign_ins WHERE tenant_id = $1 AND idp_session = $2"
+        " AND ($3::text IS NULL OR account_id = $3) AND revoked_at IS NULL ORDER BY account_id, id FOR UPDATE",
+        actor.tenant_id, idp_session, account_id)
+    by_account: dict[str, list[str]] = {}
+    for r in rows:
+        by_account.setdefault(r["account_id"], []).append(r["id"])
+    total = RevocationSummary()
+    for account, ids in by_account.items():
+        done = await revoke_sign_ins(conn, actor.tenant_id, ids, now=now, reason="disconnected")
+        await audit.record(conn, actor, "account.disconnected", target_type="account", target_id=account,
+                           details={"client_id": None, "via": "oidc_backchannel_logout", "idp_session": True,
+                                    **msgspec.structs.asdict(done)})
+        total = total + done
+    return total

@@ -27,6 +27,8 @@ __all__ = [
     "IdTokenReason",
     "LOGOUT_EVENT",
     "at_hash",
+    "idp_session_hash",
+    "session_id_claim",
     "verify_id_token",
     "verify_logout_token",
 ]
@@ -84,6 +86,22 @@ def at_hash(access_token: str, alg: str) -> str:
     bits = alg[-3:] if alg[-3:] in ("256", "384", "512") else "512"
     digest = hashlib.new(f"sha{bits}", access_token.encode("ascii")).digest()
     return _b64url(digest[: len(digest) // 2])
+
+
+def idp_session_hash(issuer: str, sid: str) -> str:
+    """What Frontdoor keeps of an IdP session: SHA-256 (hex) of its issuer and ``sid``.
+
+    The ``sid`` of an ID token (OIDC Core §2, Front/Back-Channel Logout) names the user's
+    session at the IdP; a logout token naming the same ``iss`` and ``sid`` ends what that
+    session signed in. Bound to the issuer, a ``sid`` of another IdP never matches.
+    """
+    return hashlib.sha256(f"{issuer}\x00{sid}".encode()).hexdigest()
+
+
+def session_id_claim(claims: dict[str, Any]) -> str | None:
+    """The token's ``sid`` when it is a usable one (a string of 1 to 255 characters), else None."""
+    sid = claims.get("sid")
+    return sid if isinstance(sid, str) and 1 <= len(sid) <= 255 else None
 
 
 def _verified_payload(token: str, keys: KeySet, algorithms: frozenset[str]) -> tuple[dict[str, Any], str]:
@@ -219,6 +237,8 @@ def verify_logout_token(token: str, *, keys: KeySet, issuer: str, client_id: str
         raise IdTokenError(IdTokenReason.MALFORMED)
     if "sub" in claims:
         _subject(claims)
-    elif not isinstance(claims.get("sid"), str):
+    if "sid" in claims and session_id_claim(claims) is None:
+        raise IdTokenError(IdTokenReason.SUBJECT)
+    if "sub" not in claims and "sid" not in claims:
         raise IdTokenError(IdTokenReason.SUBJECT)
     return claims

@@ -13,7 +13,9 @@ The relying-party side of OpenID Connect Core 1.0 §3.1 for a tenant whose ``log
   the code is redeemed at the token endpoint with the verifier and the client secret
   (``client_secret_basic`` or ``client_secret_post``), and the ID token is checked
   (`verify_id_token`, keys refetched once on an unknown ``kid``), optionally completed by
-  userinfo. The configured claim becomes the company's account ID.
+  userinfo. The configured claim becomes the company's account ID, and the ID token's
+  ``sid`` (the user's session at the IdP), when present, is kept as its `idp_session_hash`
+  with the sign-in this login completes, for Back-Channel Logout.
 
 Nothing secret is logged or echoed: failures carry a stable :class:`OidcFailure` only.
 """
@@ -42,11 +44,12 @@ from frontdoor_tenancy.oidc_connection import load_client_secret
 from joserfc.jwk import ECKey
 
 from .oidc_client_assertion import JWT_BEARER_ASSERTION, client_assertion
-from .oidc_id_token import IdTokenError, IdTokenReason, verify_id_token
+from .oidc_id_token import IdTokenError, IdTokenReason, idp_session_hash, session_id_claim, verify_id_token
 from .oidc_provider import ProviderMetadata, ProviderUnavailable, discover, provider_keys, refetched_keys
 
 __all__ = [
     "STATE_TTL",
+    "OidcAccount",
     "OidcFailure",
     "OidcLoginDenied",
     "OidcLoginFailed",
@@ -101,6 +104,19 @@ class OidcLoginDenied(Exception):
     def __init__(self, error: str) -> None:
         super().__init__(f"identity provider answered {error}")
         self.error = error
+
+
+class OidcAccount(msgspec.Struct, frozen=True, kw_only=True):
+    """Whom the IdP vouched for.
+
+    Attributes:
+        account_id: The company's account ID (the configured claim).
+        idp_session: `idp_session_hash` of the ID token's ``iss`` and ``sid``, or None when
+            the ID token named no session.
+    """
+
+    account_id: str
+    idp_session: str | None = None
 
 
 class _Pending(msgspec.Struct, frozen=True, kw_only=True):
@@ -180,8 +196,8 @@ async def _take_pending(redis: aioredis.Redis, tenant_id: str, state: str) -> _P
 
 async def finish_oidc_login(conn: asyncpg.Connection, kek: Kek, login: LoginConnection, *, tenant_id: str,
                             params: Mapping[str, str], flow_id: str, redirect_uri: str, now: int,
-                            fetcher: SafeFetcher, redis: aioredis.Redis) -> str:
-    """Check the IdP's redirect to ``redirect_uri`` and return the account ID it vouches for.
+                            fetcher: SafeFetcher, redis: aioredis.Redis) -> OidcAccount:
+    """Check the IdP's redirect to ``redirect_uri`` and return the account it vouches for.
 
     Args:
         conn: Reads the client secret.
@@ -231,9 +247,11 @@ async def finish_oidc_login(conn: asyncpg.Connection, kek: Kek, login: LoginConn
         raise OidcLoginFailed(OidcFailure.PROVIDER_DOWN)
     claims = await _verified_claims(meta, pending, id_token, access_token if isinstance(access_token, str) else None,
                                     tenant_id=tenant_id, now=now, fetcher=fetcher, redis=redis)
+    sid = session_id_claim(claims)  # from the ID token itself, never userinfo
     if login.userinfo and meta.userinfo_endpoint is not None and isinstance(access_token, str):
         claims = {**await _userinfo(meta.userinfo_endpoint, access_token, str(claims["sub"]), fetcher), **claims}
-    return account_id_from_claims(claims, login.account_claim)
+    return OidcAccount(account_id=account_id_from_claims(claims, login.account_claim),
+                       idp_session=idp_session_hash(meta.issuer, sid) if sid is not None else None)
 
 
 async def _redeem(meta: ProviderMetadata, login: LoginConnection, secret: str, *, code: str, verifier: str,

@@ -124,7 +124,8 @@ async def sign_in_session_or_refuse(conn: asyncpg.Connection, tenant_id: str, se
 
 async def complete_sign_in(conn: asyncpg.Connection, *, tenant_id: str, session_id: str, client_id: str,
                            user_id: str | None, account_id: str, granted_scope: str, sign_in_type: SignInType,
-                           now: datetime, requested_scope: str | None = None) -> SignInResult:
+                           now: datetime, requested_scope: str | None = None,
+                           idp_session: str | None = None) -> SignInResult:
     """Sign the Session in and issue the first Account Token of a new sign-in.
 
     Runs in its own transaction (a savepoint inside the caller's, if any).
@@ -134,6 +135,9 @@ async def complete_sign_in(conn: asyncpg.Connection, *, tenant_id: str, session_
             (Device Sign-In starts without a Session): the Session's own is used.
         requested_scope: What the agent asked for, when the caller has it; the grant
             must stay within it.
+        idp_session: The `idp_session_hash` of the IdP session the user signed in with
+            (an ``oidc`` login whose ID token named a ``sid``): a logout token naming it
+            revokes this sign-in (Back-Channel Logout 1.0).
 
     Raises:
         ProtocolError: ``invalid_scope``, ``invalid_session``, ``account_mismatch``,
@@ -156,9 +160,9 @@ async def complete_sign_in(conn: asyncpg.Connection, *, tenant_id: str, session_
             raise ProtocolError("account_mismatch", "This Session was signed in to another account.")
         sign_in_id = new_record_id("sgn")
         await conn.execute(
-            "INSERT INTO sign_ins (tenant_id, id, client_id, user_id, account_id, scope, type, created_at)"
-            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-            tenant_id, sign_in_id, client_id, session.user_id, account_id, scope, sign_in_type, now,
+            "INSERT INTO sign_ins (tenant_id, id, client_id, user_id, account_id, scope, type, created_at, idp_session)"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            tenant_id, sign_in_id, client_id, session.user_id, account_id, scope, sign_in_type, now, idp_session or None,
         )
         signed = await sign_in_session_or_refuse(conn, tenant_id, session, account_id=account_id, scope=scope,
                                                  sign_in_id=sign_in_id, now=now)
@@ -186,13 +190,14 @@ class DelegatedSignIn(msgspec.Struct, frozen=True, kw_only=True):
 
 async def complete_delegated_sign_in(conn: asyncpg.Connection, *, tenant_id: str, client_id: str, account_id: str,
                                      granted_scope: str, sign_in_type: SignInType, now: datetime,
-                                     requested_scope: str | None = None) -> DelegatedSignIn:
+                                     requested_scope: str | None = None,
+                                     idp_session: str | None = None) -> DelegatedSignIn:
     """Record a 1.0 sign-in and issue its first Account Token (refresh token).
 
     In 1.0 sign-in is independent of Session identity [S §5]: no Session is signed in,
     no User ID is recorded and ``account_mismatch`` does not exist [Q6]. The Sessions
     that later present an access token of this family are paired with it at
-    ``session-state`` (`delegated_sessions`).
+    ``session-state`` (`delegated_sessions`). ``idp_session`` as for `complete_sign_in`.
 
     Raises:
         ProtocolError: ``invalid_scope``, ``unauthorized_client`` (the type is off).
@@ -208,9 +213,9 @@ async def complete_delegated_sign_in(conn: asyncpg.Connection, *, tenant_id: str
         scope = _granted(granted_scope, allowed, requested)
         sign_in_id = new_record_id("sgn")
         await conn.execute(
-            "INSERT INTO sign_ins (tenant_id, id, client_id, user_id, account_id, scope, type, created_at, profile)"
-            " VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, '1.0')",
-            tenant_id, sign_in_id, client_id, account_id, scope, sign_in_type, now,
+            "INSERT INTO sign_ins (tenant_id, id, client_id, user_id, account_id, scope, type, created_at, profile,"
+            " idp_session) VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, '1.0', $8)",
+            tenant_id, sign_in_id, client_id, account_id, scope, sign_in_type, now, idp_session or None,
         )
         _, value = await insert_account_token(conn, tenant_id, sign_in_id=sign_in_id, client_id=client_id,
                                               user_id=None, account_id=account_id, scope=scope, now=now)

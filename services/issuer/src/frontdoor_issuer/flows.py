@@ -32,6 +32,8 @@ class FlowState(msgspec.Struct, kw_only=True):
     authorize_request: dict[str, Any] | None = None
     login_jti: str | None = None
     account_id: str | None = None
+    idp_session: str | None = None
+    """An ``oidc`` login's `idp_session_hash` (the ID token's ``sid``), for the sign-in it completes."""
 
 
 class FlowStore:

@@ -52,7 +52,7 @@ async def oidc_callback(slug: FromPath[str], request: Request[Any, Any, Any], st
     params = {name: str(query[name])[:4096] for name in _PARAMETERS if name in query}
     try:
         async with ctx.pool.acquire() as conn:
-            account = await finish_oidc_login(conn, ctx.kek, login, tenant_id=tenant.tenant_id, params=params,
+            vouched = await finish_oidc_login(conn, ctx.kek, login, tenant_id=tenant.tenant_id, params=params,
                                               flow_id=flow_id, redirect_uri=oidc_redirect_uri(tenant),
                                               now=int(ctx.now().timestamp()), fetcher=ctx.fetcher, redis=ctx.redis)
     except Unavailable:
@@ -72,7 +72,7 @@ async def oidc_callback(slug: FromPath[str], request: Request[Any, Any, Any], st
             return message(tenant, state, "We could not reach your sign-in service",
                            "It did not answer as expected. Wait a moment, then start again from your assistant.", 502)
         return message(tenant, state, "We could not confirm your sign-in", "Start again from your assistant.", 400)
-    flow.account_id = account
+    flow.account_id, flow.idp_session = vouched.account_id, vouched.idp_session
     await flows.save(flow_id, flow)
     return Redirect(f"{tenant.issuer}/consent", status_code=303, cookies=[flow_cookie(state, slug, flow_id)],
                     headers=PAGE_HEADERS)

@@ -238,7 +238,8 @@ async def _device_decision(state: State, tenant: TenantIssuer, flow: FlowState,
         if flow.user_code:
             await devices.deny(tenant.tenant_id, flow.user_code)
         return message(tenant, state, "Access denied", f"{flow.agent_name} was not given access. You can close this page.")
-    if flow.user_code and not await devices.approve(tenant.tenant_id, flow.user_code, flow.account_id, granted):
+    if flow.user_code and not await devices.approve(tenant.tenant_id, flow.user_code, flow.account_id, granted,
+                                                    idp_session=flow.idp_session):
         return message(tenant, state, "This code has expired", "Start again from your assistant.", 400)
     return message(tenant, state, "You're connected",
                    f"{flow.agent_name} can now act for you within what you allowed. Go back to your assistant.")
@@ -257,7 +258,7 @@ async def _direct_decision(state: State, tenant: TenantIssuer, flow: FlowState,
     code = await codes.issue(tenant.tenant_id, IssuedCode(
         client_id=flow.client_id, redirect_uri=redirect_uri, code_challenge=str(request.get("code_challenge", "")),
         requested_scope=" ".join(flow.requested_scope), scope=" ".join(granted), account_id=flow.account_id or "",
-        profile="1.0" if request.get("profile") == "1.0" else "0.2"),
+        profile="1.0" if request.get("profile") == "1.0" else "0.2", idp_session=flow.idp_session or ""),
         now=state.ctx.now())
     return authorization_redirect(redirect_uri, tenant.issuer, code=code, state=agent_state)
 
