@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -361,6 +362,46 @@ async def test_a_closed_client_fails_closed(serve: Any) -> None:
     assert server.open_now == 0  # the pooled connection was closed
 
 
+async def test_closing_the_client_fails_a_call_in_flight_closed(serve: Any, lean: LeanClient) -> None:
+    """``aclose`` during a call on a reused connection: no retry on a new connection, unavailable."""
+    server = await serve(lambda seen: Reply(answer(), delay=0.3 if seen.number == 2 else 0))
+    ask = introspector(server, lean)
+    assert (await ask.introspect("t")).active
+    call = asyncio.create_task(ask.introspect("t"))
+    while len(server.seen) < 2:
+        await asyncio.sleep(0.005)
+    await lean.aclose()
+    with pytest.raises(IntrospectionUnavailable):
+        await call
+    assert server.connections == 1
+
+
+def test_a_client_used_from_two_event_loops_starts_afresh() -> None:
+    """Connections belong to their loop (e.g. ``asyncio.run`` per call): another loop gets new ones."""
+    server = Loopback(lambda seen: Reply(answer()))
+    loop = asyncio.new_event_loop()  # the server's, in a thread of its own, across both runs
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    asyncio.run_coroutine_threadsafe(server.start(), loop).result(5)
+    client = LeanClient()
+
+    async def twice() -> None:
+        assert (await introspector(server, client, timeout=2).introspect("t")).active
+        assert (await introspector(server, client, timeout=2).introspect("t")).active
+
+    try:
+        asyncio.run(twice())
+        asyncio.run(twice())
+        asyncio.run(client.aclose())
+    finally:
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(5)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+    assert client.connects == 2
+    assert [(s.connection, s.number) for s in server.seen] == [(1, 1), (1, 2), (2, 1), (2, 2)]
+
+
 async def test_nothing_listening_is_unavailable() -> None:
     probe = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
     port = probe.sockets[0].getsockname()[1]
@@ -385,6 +426,7 @@ def test_which_urls_the_lean_client_carries(monkeypatch: pytest.MonkeyPatch) -> 
     assert lean_supports("http://[::1]:8000/shop-a")
     assert not lean_supports("http://auth.frontdoor.example/shop-a")
     assert not lean_supports("https://user:pw@auth.frontdoor.example/shop-a")
+    assert not lean_supports("https://auth.frontdoor.example:99999/shop-a")
     monkeypatch.setenv("https_proxy", "http://proxy.corp:3128")
     assert not lean_supports("https://auth.frontdoor.example/shop-a")
     monkeypatch.setenv("no_proxy", "localhost,.frontdoor.example")

@@ -22,6 +22,7 @@ applies to the issuer, :func:`lean_supports` says no and the verifier keeps ``ht
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import ssl
 import time
@@ -116,6 +117,10 @@ def lean_supports(url: str) -> bool:
     host = parts.hostname
     if not host or parts.username is not None or parts.password is not None:
         return False
+    try:
+        parts.port  # noqa: B018 - raises on a malformed port, which httpx refuses too
+    except ValueError:
+        return False
     if parts.scheme != "https" and not (parts.scheme == "http" and host in _LOOPBACK):
         return False
     return not _proxied(parts.scheme, host)
@@ -161,10 +166,11 @@ class _Connection:
 
     def close(self, *, abort: bool = False) -> None:
         transport = self.writer.transport
-        if abort:
-            transport.abort()
-        else:
-            transport.close()
+        with contextlib.suppress(RuntimeError):  # its event loop is closed: nothing left to close
+            if abort:
+                transport.abort()
+            else:
+                transport.close()
 
     async def exchange(self, request: bytes, max_bytes: int) -> tuple[LeanResponse, bool]:
         """Send ``request``; the answer, and whether the connection may be reused.
@@ -339,6 +345,8 @@ class LeanClient:
         self._busy: set[_Connection] = set()
         self._targets: dict[str, _Target] = {}
         self._ssl: ssl.SSLContext | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._max_connections = max_connections
         self._closed = False
         self.connects = 0
         """How many connections were opened (for tests and benchmarks)."""
@@ -369,6 +377,9 @@ class LeanClient:
         """
         if self._closed:
             raise LeanHTTPError("the client is closed")
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._rebind(loop)
         target = self._target(url)
         if _UNSAFE.search(authorization) or _UNSAFE.search(content_type):
             raise LeanHTTPError("a header value is not valid")
@@ -397,6 +408,14 @@ class LeanClient:
             conn.close(abort=True)
         self._busy.clear()
 
+    def _rebind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """A first call, or a call from another event loop: connections belong to their loop."""
+        for idle in self._idle.values():
+            while idle:
+                idle.pop().close(abort=True)
+        self._slots = asyncio.Semaphore(self._max_connections)
+        self._loop = loop
+
     def _target(self, url: str) -> _Target:
         target = self._targets.get(url)
         if target is None:
@@ -408,6 +427,8 @@ class LeanClient:
     async def _exchange(self, target: _Target, request: bytes, max_bytes: int) -> LeanResponse:
         conn = self._take_idle(target.key)
         while True:
+            if self._closed:
+                raise LeanHTTPError("the client is closed")
             fresh = conn is None
             if conn is None:
                 conn = await self._connect(target)
