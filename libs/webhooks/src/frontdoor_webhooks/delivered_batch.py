@@ -1,11 +1,13 @@
-"""Recording delivered attempts in batches: one transaction for many clean ``2xx`` answers.
+"""Recording delivered attempts in batches: one statement for many clean ``2xx`` answers.
 
 A deliverer sends hundreds of messages a second; settling each in its own transaction
 (attempt row, message ``delivered``, endpoint healthy) costs more than the send. Only the
 outcome that needs nothing else is batched: a ``2xx`` the engine accepts, of a message
 without a settle hook (not a perform message, whose answer is written with the ledger's
 consequence in the attempt's own transaction). Retries, failures, exhaustion and
-disabling keep the engine's one-attempt settle, unchanged.
+disabling keep the engine's one-attempt settle, unchanged. A batch is one SQL statement
+(its own transaction, one round trip): the attempt rows, each message's compare-and-set
+and the endpoints' health.
 
 Safe because each message stays leased to its claim until the batch commits (a batch
 waits at most ``max_wait`` seconds, far inside the lease) and the message's update is
@@ -35,26 +37,30 @@ __all__ = ["DeliveredBatch"]
 MAX_BATCH: Final = 200
 MAX_WAIT: Final = 0.005
 
-_ATTEMPTS = """
-INSERT INTO webhook_attempts (tenant_id, id, message_id, endpoint_id, attempt, url, started_at, duration_ms,
-                              response_status, error_class, response_excerpt, request_headers, next_attempt_at)
-SELECT t, i, m, e, a, u, s, d, st, NULL, x, h::jsonb, NULL
-  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::timestamptz[],
-              $8::int[], $9::int[], $10::text[], $11::text[]) AS r(t, i, m, e, a, u, s, d, st, x, h)
-"""
-_MESSAGES = """
-UPDATE webhook_messages AS m
-   SET state = 'delivered', next_attempt_at = NULL, locked_until = NULL, last_status = r.st,
-       delivered_at = r.ended, finished_at = r.ended
-  FROM unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[], $5::int[], $6::timestamptz[])
-       AS r(t, i, a, lu, st, ended)
- WHERE m.tenant_id = r.t AND m.id = r.i AND m.state = 'pending' AND m.attempts = r.a AND m.locked_until = r.lu
-RETURNING m.id
-"""
-_HEALTHY = """
-UPDATE webhook_endpoints AS e SET failing_since = NULL
-  FROM unnest($1::text[], $2::text[]) AS r(t, i)
- WHERE e.tenant_id = r.t AND e.id = r.i AND e.failing_since IS NOT NULL
+# One statement, so one round trip and its own transaction: the attempt rows, the
+# compare-and-set of each message on its claim, and the health of the endpoints whose
+# messages it recorded (every part sees the same snapshot; the answer is the recorded IDs).
+_WRITE = """
+WITH attempts AS (
+  INSERT INTO webhook_attempts (tenant_id, id, message_id, endpoint_id, attempt, url, started_at, duration_ms,
+                                response_status, error_class, response_excerpt, request_headers, next_attempt_at)
+  SELECT t, i, m, e, a, u, s, d, st, NULL, x, h::jsonb, NULL
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::timestamptz[],
+                $8::int[], $9::int[], $10::text[], $11::text[]) AS r(t, i, m, e, a, u, s, d, st, x, h)
+), delivered AS (
+  UPDATE webhook_messages AS m
+     SET state = 'delivered', next_attempt_at = NULL, locked_until = NULL, last_status = r.st,
+         delivered_at = r.ended, finished_at = r.ended
+    FROM unnest($1::text[], $3::text[], $5::int[], $12::timestamptz[], $9::int[], $13::timestamptz[])
+         AS r(t, i, a, lu, st, ended)
+   WHERE m.tenant_id = r.t AND m.id = r.i AND m.state = 'pending' AND m.attempts = r.a AND m.locked_until = r.lu
+  RETURNING m.tenant_id, m.id, m.endpoint_id
+), healthy AS (
+  UPDATE webhook_endpoints AS e SET failing_since = NULL
+    FROM (SELECT DISTINCT tenant_id, endpoint_id FROM delivered) AS r
+   WHERE e.tenant_id = r.tenant_id AND e.id = r.endpoint_id AND e.failing_since IS NOT NULL
+)
+SELECT id FROM delivered
 """
 
 
@@ -116,22 +122,15 @@ class DeliveredBatch:
 
     async def _write(self, items: list[_Item]) -> set[str]:
         c = [it.claimed for it in items]
-        async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute(
-                _ATTEMPTS, [m.tenant_id for m in c], [it.attempt_id for it in items], [m.id for m in c],
-                [m.endpoint_id for m in c], [m.attempt for m in c], [m.url for m in c],
-                [it.started_at for it in items], [it.duration_ms for it in items],
-                [it.response.status for it in items], [excerpt(it.response.body) for it in items],
-                [it.headers for it in items])
-            rows = await conn.fetch(
-                _MESSAGES, [m.tenant_id for m in c], [m.id for m in c], [m.attempt for m in c],
-                [m.locked_until for m in c], [it.response.status for it in items], [it.ended for it in items])
-            recorded = {r["id"] for r in rows}
-            healthy = sorted({(m.tenant_id, m.endpoint_id) for m in c if m.id in recorded})
-            if healthy:
-                await conn.execute(_HEALTHY, [t for t, _ in healthy], [e for _, e in healthy])
+        statuses = [it.response.status for it in items]
+        rows = await self._pool.fetch(
+            _WRITE, [m.tenant_id for m in c], [it.attempt_id for it in items], [m.id for m in c],
+            [m.endpoint_id for m in c], [m.attempt for m in c], [m.url for m in c],
+            [it.started_at for it in items], [it.duration_ms for it in items], statuses,
+            [excerpt(it.response.body) for it in items], [it.headers for it in items],
+            [m.locked_until for m in c], [it.ended for it in items])
         self.batches += 1
-        return recorded
+        return {r["id"] for r in rows}
 
 
 def _report(it: _Item, recorded: bool) -> DeliveryReport:

@@ -71,6 +71,7 @@ _BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _NO_BODY: Final = frozenset({204, 304})
 _CHUNK_LINE_LIMIT: Final = 1024
 _READ_HIGH_WATER: Final = 256 * 1024
+_TARGETS_KEPT: Final = 4096
 
 
 class _Conn(asyncio.Protocol):
@@ -208,6 +209,18 @@ class _Origin:
         self.evicted = False
 
 
+class _Target:
+    """A URL `check_target` accepted, in the parts a request needs."""
+
+    __slots__ = ("origin", "request_line", "url")
+
+    def __init__(self, checked: httpx.URL) -> None:
+        self.url = str(checked)
+        host = checked.raw_host.decode("ascii")
+        self.origin = (checked.scheme, host, checked.port or (443 if checked.scheme == "https" else 80))
+        self.request_line = b"".join((b"POST ", checked.raw_path, b" HTTP/1.1\r\nHost: ", checked.netloc, b"\r\n"))
+
+
 class _Protocol(Exception):
     """The answer broke HTTP/1.1 framing."""
 
@@ -244,6 +257,7 @@ class DeliveryClient:
         self._max_connections = max(max_connections, 1)
         self._keepalive = keepalive_expiry
         self._origins: OrderedDict[tuple[str, str, int], _Origin] = OrderedDict()
+        self._targets: dict[str, _Target] = {}
         self._fixed = (f"User-Agent: {self._policy.user_agent}\r\nAccept: */*\r\n"
                        "Accept-Encoding: identity\r\n").encode("latin-1")
         self.connections_opened = 0
@@ -269,15 +283,26 @@ class DeliveryClient:
         started = time.monotonic()
         try:
             async with asyncio.timeout(deadline):
-                target = check_target(url, self._rules, allow_http_loopback=self._policy.allow_http_loopback,
-                                      redirect=False)
+                target = self._target(url)
                 request = self._request(target, body, headers)
                 return await self._exchange(target, request, limit, deadline, started)
         except TimeoutError:
             raise FetchError(FetchErrorCode.TIMEOUT, f"request exceeded {deadline:g} s") from None
 
-    def _request(self, target: httpx.URL, body: bytes, headers: Mapping[str, str]) -> bytes:
-        lines = [b"POST ", target.raw_path, b" HTTP/1.1\r\nHost: ", target.netloc, b"\r\n", self._fixed]
+    def _target(self, url: str) -> _Target:
+        """``url`` checked by `check_target` (its verdict on a URL never changes, so it is kept)."""
+        target = self._targets.get(url)
+        if target is None:
+            checked = check_target(url, self._rules, allow_http_loopback=self._policy.allow_http_loopback,
+                                   redirect=False)
+            target = _Target(checked)
+            if len(self._targets) >= _TARGETS_KEPT:
+                del self._targets[next(iter(self._targets))]
+            self._targets[url] = target
+        return target
+
+    def _request(self, target: _Target, body: bytes, headers: Mapping[str, str]) -> bytes:
+        lines = [target.request_line, self._fixed]
         for name, value in headers.items():
             try:
                 n, v = name.encode("latin-1"), value.encode("latin-1")
@@ -289,11 +314,10 @@ class DeliveryClient:
         lines += (b"Content-Length: ", str(len(body)).encode(), b"\r\n\r\n", body)
         return b"".join(lines)
 
-    async def _exchange(self, target: httpx.URL, request: bytes, limit: int, deadline: float,
+    async def _exchange(self, target: _Target, request: bytes, limit: int, deadline: float,
                         started: float) -> FetchResult:
-        port = target.port or (443 if target.scheme == "https" else 80)
-        host = target.raw_host.decode("ascii")
-        key = (target.scheme, host, port)
+        key = target.origin
+        scheme, host, port = key
         origin = self._origins.get(key)
         if origin is None:
             origin = self._origins[key] = _Origin(self._max_connections)
@@ -307,7 +331,7 @@ class DeliveryClient:
             try:
                 conn = self._idle(origin)
                 if conn is None:
-                    conn = await self._connect(target.scheme, host, port, deadline)
+                    conn = await self._connect(scheme, host, port, deadline)
                 await conn.send(request)
                 status, headers, data, truncated, keep = await self._response(conn, limit)
                 done = keep
@@ -320,8 +344,8 @@ class DeliveryClient:
                         self._keep(origin, conn)
                     else:
                         conn.close()
-        return FetchResult(final_url=str(target), status=status, headers=headers, body=data,
-                           redirect_chain=(str(target),), elapsed=time.monotonic() - started, truncated=truncated)
+        return FetchResult(final_url=target.url, status=status, headers=headers, body=data,
+                           redirect_chain=(target.url,), elapsed=time.monotonic() - started, truncated=truncated)
 
     def _idle(self, origin: _Origin) -> _Conn | None:
         now = time.monotonic()
