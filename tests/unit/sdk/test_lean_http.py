@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import ssl
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import pytest
+import trustme
 from frontdoor_protocol import Confirmation, SessionTokenClaims, mint_session_token
 from frontdoor_sdk import Caller, FrontdoorVerifier, Refusal
 from frontdoor_sdk._lean_http import LeanClient, LeanHTTPError, lean_supports
@@ -83,8 +85,8 @@ class Loopback:
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    async def start(self) -> Loopback:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+    async def start(self, tls: ssl.SSLContext | None = None) -> Loopback:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=tls)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -106,7 +108,7 @@ class Loopback:
             while True:
                 try:
                     head = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, ConnectionError):
+                except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
                     return
                 lines = head.decode("latin-1").split("\r\n")
                 method, target, _ = lines[0].split(" ")
@@ -454,6 +456,36 @@ async def test_https_verifies_the_certificate(serve: Any) -> None:
     finally:
         await client.aclose()
     assert server.seen == []  # no request was sent in the clear
+
+
+@pytest.mark.parametrize("names", [("localhost",), ("elsewhere.example",)])
+async def test_https_is_verified_with_sni_and_the_hostname(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+                                                           names: tuple[str, ...]) -> None:
+    """A certificate from a trusted CA for the URL's host is accepted, over SNI; one for another
+    name is a failure before any request is sent (the context is httpx's: SSL_CERT_FILE is honoured)."""
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+    server_side = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert(*names).configure_cert(server_side)
+    sni: list[str | None] = []
+    server_side.sni_callback = lambda _sock, name, _ctx: sni.append(name)
+    server = await Loopback(lambda seen: Reply(answer())).start(tls=server_side)
+    client = LeanClient()
+    try:
+        ask = Introspector(f"https://localhost:{server.port}/shop-a/oauth/introspect", CREDENTIAL, client)
+        if names == ("localhost",):
+            assert (await ask.introspect("t")).active
+            assert (await ask.introspect("t")).active
+            assert client.connects == 1 and server.connections == 1
+            assert sni == ["localhost"]
+        else:
+            with pytest.raises(IntrospectionUnavailable, match="could not be reached"):
+                await ask.introspect("t")
+            assert server.seen == []
+    finally:
+        await client.aclose()
+        await server.stop()
 
 
 # The verifier's wiring: its own client goes lean; an injected httpx client is used as is.
