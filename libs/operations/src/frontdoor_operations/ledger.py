@@ -20,7 +20,7 @@ import asyncpg
 import msgspec
 from frontdoor_core.errors import Conflict, Invalid, NotFound
 from frontdoor_core.ids import new_id
-from frontdoor_webhooks.messages import lock_message, supersede_message
+from frontdoor_webhooks.messages import supersede_message
 
 from . import events
 from .kinds import Kind, get_kind, is_kind_name
@@ -376,26 +376,26 @@ async def confirm(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *
         async with conn.transaction():
             # One statement: the compare-and-set answers the operation as it leaves it, with its
             # revision and the kind's perform endpoint (a kind with operations is never deleted).
+            # The perform message's ID is made here and written by the compare-and-set itself,
+            # so the message row inserted next needs no second UPDATE of the operation.
+            message_id = new_id("msg")
             won = await conn.fetchrow(
                 "WITH o AS (UPDATE operations SET state = 'in_progress', confirmed_revision = revision,"  # noqa: S608
                 " approved_by = $4, confirmed_at = $5, confirmed_via = $6, account_id = coalesce(account_id, $7),"
-                " sequence = sequence + 1, updated_at = $5"
+                " perform_message_id = $8, sequence = sequence + 1, updated_at = $5"
                 " WHERE tenant_id = $1 AND id = $2 AND state = 'proposed' AND revision = $3 AND expires_at > $5"
                 " AND (account_id IS NULL OR $7::text IS NULL OR account_id = $7) RETURNING *)"
                 f" SELECT {_OP_COLS}, k.perform_endpoint_id AS kind_perform_endpoint_id FROM o"
                 " JOIN operation_revisions r ON r.operation_id = o.id AND r.revision = o.revision"
                 " JOIN operation_kinds k ON k.tenant_id = o.tenant_id AND k.name = o.kind",
-                tenant_id, operation_id, revision, approved_by, now, via, account)
+                tenant_id, operation_id, revision, approved_by, now, via, account, message_id)
             if won is None:
                 return await _must(conn, tenant_id, operation_id), None
             fields = dict(won)
             endpoint_id = fields.pop("kind_perform_endpoint_id")
             op = msgspec.convert(fields, Operation)
-            message_id = await events.perform(conn, tenant_id, endpoint_id, perform_data(op), operation_id=op.id,
-                                              now=now)
-            await conn.execute("UPDATE operations SET perform_message_id = $3 WHERE tenant_id = $1 AND id = $2",
-                               tenant_id, operation_id, message_id)
-            op = msgspec.structs.replace(op, perform_message_id=message_id)
+            await events.perform(conn, tenant_id, endpoint_id, perform_data(op), operation_id=op.id, now=now,
+                                 message_id=message_id)
             await events.emit(conn, tenant_id, "operation.confirmed", event_data(op), now=now)
     except asyncpg.UniqueViolationError:
         # Bound to the account, it would duplicate that account's open operation for the same
@@ -420,11 +420,12 @@ async def _finish(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *
         # Lock order: the perform message, then the operation, as settling the perform's answer
         # takes them (`perform_message` records the outcome in the settle's transaction), or an
         # answer and a reported outcome arriving together deadlock. The message ID, set once at
-        # confirm in the transaction that leaves `proposed`, is read without a lock.
-        perform_message_id = await conn.fetchval(
-            "SELECT perform_message_id FROM operations WHERE tenant_id = $1 AND id = $2", tenant_id, operation_id)
-        if perform_message_id is not None:
-            await lock_message(conn, tenant_id, perform_message_id)
+        # confirm in the transaction that leaves `proposed`, is read without locking the
+        # operation, and its message is locked by the same statement (`lock_message`'s lock).
+        await conn.execute(
+            "SELECT 1 FROM webhook_messages AS m WHERE m.tenant_id = $1 AND m.id ="
+            " (SELECT o.perform_message_id FROM operations AS o WHERE o.tenant_id = $1 AND o.id = $2) FOR UPDATE OF m",
+            tenant_id, operation_id)
         # The UPDATE answers the operation as it leaves it, with its revision (one statement).
         row = await conn.fetchrow(
             "WITH o AS (UPDATE operations SET state = $3, result = $5, finished_at = $6, sequence = sequence + 1,"  # noqa: S608

@@ -119,6 +119,7 @@ async def enqueue_message(
     purpose: Purpose,
     operation_id: str | None = None,
     now: datetime,
+    message_id: str | None = None,
 ) -> str:
     """Write one pending message for one endpoint, due at ``now``, in the caller's transaction.
 
@@ -130,6 +131,8 @@ async def enqueue_message(
         purpose: ``event`` or ``perform``.
         operation_id: The operation this is about, if any (the ledger finds it by this).
         now: The message's time (body ``timestamp`` and first due time).
+        message_id: A ``msg_`` ID the caller made with ``new_id("msg")`` and already wrote
+            beside its subject in the same transaction (the ledger's confirm); a new one if None.
 
     Returns:
         The message ID.
@@ -142,7 +145,7 @@ async def enqueue_message(
         raise Invalid("invalid_event_type", "Unknown webhook event type.", fields={"event_type": "unknown"})
     if (purpose == "perform") != (event_type == PERFORM):
         raise Invalid("invalid_purpose", "operation.perform, and only it, has the purpose perform.")
-    message_id = new_id("msg")
+    message_id = message_id or new_id("msg")
     try:
         async with in_transaction(conn):
             await hold_endpoint(conn, endpoint_id)  # an endpoint being enabled now unparks this message
@@ -364,16 +367,14 @@ async def supersede_message(conn: asyncpg.Connection, tenant_id: str, message_id
     Returns:
         True when it was not yet delivered (it became ``superseded``).
     """
-    async with in_transaction(conn):
-        was = await conn.fetchval("SELECT state FROM webhook_messages WHERE tenant_id = $1 AND id = $2 FOR UPDATE",
-                                  tenant_id, message_id)
-        if was is None:  # pruned
-            return False
-        await conn.execute(
-            "UPDATE webhook_messages SET superseded_at = coalesce(superseded_at, $3),"
-            " state = CASE WHEN state IN ('pending', 'exhausted', 'aborted') THEN 'superseded' ELSE state END,"
-            " locked_until = CASE WHEN state = 'delivered' THEN locked_until END,"
-            " finished_at = CASE WHEN state IN ('pending', 'exhausted', 'aborted') THEN $3 ELSE finished_at END"
-            " WHERE tenant_id = $1 AND id = $2",
-            tenant_id, message_id, now)
+    # One statement: the sub-select locks the row and keeps the state it had (no pruned row, no
+    # answer), the UPDATE changes that same locked row.
+    was = await conn.fetchval(
+        "UPDATE webhook_messages AS m SET superseded_at = coalesce(m.superseded_at, $3),"
+        " state = CASE WHEN m.state IN ('pending', 'exhausted', 'aborted') THEN 'superseded' ELSE m.state END,"
+        " locked_until = CASE WHEN m.state = 'delivered' THEN m.locked_until END,"
+        " finished_at = CASE WHEN m.state IN ('pending', 'exhausted', 'aborted') THEN $3 ELSE m.finished_at END"
+        " FROM (SELECT tenant_id, id, state FROM webhook_messages WHERE tenant_id = $1 AND id = $2 FOR UPDATE) AS old"
+        " WHERE m.tenant_id = old.tenant_id AND m.id = old.id RETURNING old.state",
+        tenant_id, message_id, now)
     return bool(was in ("pending", "exhausted", "aborted"))
