@@ -50,6 +50,7 @@ class Reply:
     data: bytes = b""
     close: bool = False
     delay: float = 0.0
+    late: bytes = b""  # sent 50 ms after ``data``, unasked (then the connection closes)
 
 
 def answer(status: int = 200, body: Any = ACTIVE, *, headers: dict[str, str] | None = None,
@@ -128,6 +129,12 @@ class Loopback:
                     await asyncio.sleep(reply.delay)
                 writer.write(reply.data)
                 await writer.drain()
+                if reply.late:
+                    await asyncio.sleep(0.05)
+                    writer.write(reply.late)
+                    await writer.drain()
+                    await asyncio.sleep(0.2)  # the client must not take it as its next answer
+                    return
                 if reply.close:
                     return
         finally:
@@ -253,6 +260,17 @@ async def test_an_idle_connection_the_server_closed_is_replaced(serve: Any, lean
     await asyncio.sleep(0.05)
     assert (await ask.introspect("t")).active
     assert server.connections == 2
+
+
+async def test_an_idle_connection_that_received_bytes_is_not_reused(serve: Any, lean: LeanClient) -> None:
+    """A server's unasked 408 on an idle connection (before it closes) is not the next answer."""
+    server = await serve(lambda seen: Reply(answer(), late=b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
+                         if seen.connection == 1 else Reply(answer()))
+    ask = introspector(server, lean)
+    assert (await ask.introspect("t")).active
+    await asyncio.sleep(0.1)  # the 408 arrived; the server has not closed yet
+    assert (await ask.introspect("t")).active
+    assert [(s.connection, s.number) for s in server.seen] == [(1, 1), (2, 1)]
 
 
 async def test_a_stale_connection_is_retried_once_on_a_new_one(serve: Any, lean: LeanClient) -> None:

@@ -28,9 +28,9 @@ import ssl
 import time
 import urllib.request
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from importlib import metadata
-from typing import Final
+from typing import Final, SupportsIndex
 from urllib.parse import urlsplit
 
 import httpx
@@ -150,19 +150,35 @@ class _Target:
         self.head = f"POST {path} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: {_USER_AGENT}\r\n"
 
 
+class _Reader(asyncio.StreamReader):
+    """A stream reader that notes bytes arriving, so an idle connection that got any is not reused."""
+
+    fed = False
+
+    def feed_data(self, data: Iterable[SupportsIndex]) -> None:
+        self.fed = True
+        super().feed_data(data)
+
+
 class _Connection:
     """One kept-alive connection; ``exchange`` sends one request and reads its whole answer."""
 
     __slots__ = ("idle_since", "reader", "writer")
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, reader: _Reader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
         self.idle_since = 0.0
 
+    def idle(self, now: float) -> None:
+        self.idle_since = now
+        self.reader.fed = False
+
     def usable(self, now: float, expiry: float) -> bool:
-        return (now - self.idle_since < expiry and not self.writer.transport.is_closing()
-                and not self.reader.at_eof())
+        # Bytes while idle (a server's 408 before it closes, or anything else) are no answer
+        # to the next request: such a connection is dropped, like one the server closed.
+        return (now - self.idle_since < expiry and not self.reader.fed and not self.reader.at_eof()
+                and not self.writer.transport.is_closing())
 
     def close(self, *, abort: bool = False) -> None:
         transport = self.writer.transport
@@ -455,11 +471,15 @@ class LeanClient:
 
     async def _connect(self, target: _Target) -> _Connection:
         context = self._ssl_context() if target.tls else None
-        reader, writer = await asyncio.open_connection(
-            target.host, target.port, ssl=context, server_hostname=target.host if context else None, limit=_READ
+        loop = asyncio.get_running_loop()
+        reader = _Reader(limit=_READ, loop=loop)  # asyncio.open_connection, with that reader
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        transport, _ = await loop.create_connection(
+            lambda: protocol, target.host, target.port, ssl=context,
+            server_hostname=target.host if context else None,
         )
         self.connects += 1
-        return _Connection(reader, writer)
+        return _Connection(reader, asyncio.StreamWriter(transport, protocol, reader, loop))
 
     def _ssl_context(self) -> ssl.SSLContext:
         if self._ssl is None:
@@ -482,7 +502,7 @@ class LeanClient:
 
     def _put_idle(self, key: tuple[str, str, int], conn: _Connection) -> None:
         now = time.monotonic()
-        conn.idle_since = now
+        conn.idle(now)
         idle = self._idle.setdefault(key, deque())
         while idle and (len(idle) >= self._max_idle or now - idle[0].idle_since >= self._expiry):
             idle.popleft().close()
