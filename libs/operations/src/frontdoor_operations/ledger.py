@@ -23,7 +23,7 @@ from frontdoor_core.ids import new_id
 from frontdoor_webhooks.messages import supersede_message
 
 from . import events
-from .kinds import Kind, get_kind, is_kind_name
+from .kinds import ConfirmTargets, Kind, get_kind, is_kind_name
 from .rules import CallerView, OperationView, cancelled_result, expired_result, is_lapsed, validate_result
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "expire_due",
     "flag_attention",
     "get_operation",
+    "get_operation_to_confirm",
     "is_operation_id",
     "list_operations",
     "propose",
@@ -194,6 +195,25 @@ async def get_operation(conn: asyncpg.Connection, tenant_id: str, operation_id: 
     row = await conn.fetchrow(f"SELECT {_OP_COLS}{_FROM} WHERE o.tenant_id = $1 AND o.id = $2",
                               tenant_id, operation_id)
     return _op(row) if row else None
+
+
+async def get_operation_to_confirm(conn: asyncpg.Connection, tenant_id: str,
+                                   operation_id: str) -> tuple[Operation, ConfirmTargets] | None:
+    """The operation (as `get_operation`) and what a confirm needs of its kind
+    (`kinds.confirm_targets`), in one statement: the confirm endpoint's read."""
+    if not is_operation_id(operation_id):
+        return None
+    row = await conn.fetchrow(
+        f"SELECT {_OP_COLS}, coalesce(e.enabled, false) AS perform_enabled, k.reprice_endpoint_id{_FROM}"
+        " LEFT JOIN operation_kinds k ON k.tenant_id = o.tenant_id AND k.name = o.kind"
+        " LEFT JOIN webhook_endpoints e ON e.tenant_id = k.tenant_id AND e.id = k.perform_endpoint_id"
+        " WHERE o.tenant_id = $1 AND o.id = $2", tenant_id, operation_id)
+    if row is None:
+        return None
+    fields = dict(row)
+    targets = ConfirmTargets(perform_enabled=bool(fields.pop("perform_enabled")),
+                             reprice_endpoint_id=fields.pop("reprice_endpoint_id"))
+    return msgspec.convert(fields, Operation), targets
 
 
 async def revisions(conn: asyncpg.Connection, tenant_id: str, operation_id: str) -> list[Revision]:

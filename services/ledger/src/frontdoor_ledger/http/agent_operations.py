@@ -67,6 +67,13 @@ async def _limit(ctx: LedgerContext, key: str, limit: int) -> None:
 
 async def _owned(ctx: LedgerContext, slug: str, operation_id: str,
                  request: Request[Any, Any, Any]) -> tuple[LedgerTenant, CallerView, Operation]:
+    tenant, caller, op, _ = await _owned_with(ctx, slug, operation_id, request, targets=False)
+    return tenant, caller, op
+
+
+async def _owned_with(ctx: LedgerContext, slug: str, operation_id: str, request: Request[Any, Any, Any], *,
+                      targets: bool) -> tuple[LedgerTenant, CallerView, Operation, kinds.ConfirmTargets | None]:
+    """The caller and its operation; with ``targets``, what a confirm needs of the kind, read in the same statement."""
     # Before any lookup or signature check (the costly parts): per network, then per Session.
     network = client_address(request, ctx.settings.trusted_proxies)
     await _limit(ctx, f"ledger:net:{shard(slug[:64])}:{network}", REQUESTS_PER_NETWORK_PER_MINUTE)
@@ -75,13 +82,18 @@ async def _owned(ctx: LedgerContext, slug: str, operation_id: str,
         raise Refused(refusal(ProtocolError(ErrorCode.OPERATION_NOT_FOUND, "No such operation.")))
     caller = await authenticate(ctx, tenant, request)
     await _limit(ctx, f"ledger:ses:{shard(tenant.tenant_id)}:{caller.session_id}", REQUESTS_PER_SESSION_PER_MINUTE)
+    confirm_targets: kinds.ConfirmTargets | None = None
     async with ctx.pool.acquire() as conn:
-        op = await ledger.get_operation(conn, tenant.tenant_id, operation_id)
+        if targets:
+            found = await ledger.get_operation_to_confirm(conn, tenant.tenant_id, operation_id)
+            op, confirm_targets = found if found is not None else (None, None)
+        else:
+            op = await ledger.get_operation(conn, tenant.tenant_id, operation_id)
     error = check_owner(op.view() if op is not None else None, caller)
     if error is not None:
         raise Refused(refusal(error, caller=caller))
     assert op is not None
-    return tenant, caller, op
+    return tenant, caller, op, confirm_targets
 
 
 async def _lapse(ctx: LedgerContext, tenant: LedgerTenant, op: Operation) -> Operation:
@@ -117,31 +129,34 @@ def _terms_changed(op: Operation) -> Response[Any]:
 async def confirm_operation(slug: FromPath[str], operation_id: FromPath[str], request: Request[Any, Any, Any],
                             state: State) -> Response[Any]:
     ctx: LedgerContext = state.ctx
-    tenant, caller, op = await _owned(ctx, slug, operation_id, request)
+    tenant, caller, op, targets = await _owned_with(ctx, slug, operation_id, request, targets=True)
     try:
         body = msgspec.json.decode(await request.body(), type=_ConfirmBody)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return refusal(ProtocolError(ErrorCode.INVALID_REQUEST, "The body must be {revision, approved_by}."))
     return await confirm_flow(ctx, tenant, caller, op, revision=body.revision, approved_by=body.approved_by,
-                              via="agent")
+                              via="agent", targets=targets)
 
 
 async def confirm_flow(ctx: LedgerContext, tenant: LedgerTenant, caller: CallerView, op: Operation, *,
-                       revision: object, approved_by: object, via: str) -> Response[Any]:
+                       revision: object, approved_by: object, via: str,
+                       targets: kinds.ConfirmTargets | None = None) -> Response[Any]:
     """The confirm, shared by the agent's endpoint and the company's website confirmation.
 
     Counted in ``frontdoor_confirms_total``: ``won`` for the confirm that took the operation
     (its perform webhook started), and every answer as ``answered``, ``refused`` or
     ``unavailable`` (503).
     """
-    response = await _confirm(ctx, tenant, caller, op, revision=revision, approved_by=approved_by, via=via)
+    response = await _confirm(ctx, tenant, caller, op, revision=revision, approved_by=approved_by, via=via,
+                              targets=targets)
     status = response.status_code or 200
     CONFIRMS.labels("answered" if status < 400 else "unavailable" if status == 503 else "refused").inc()
     return response
 
 
 async def _confirm(ctx: LedgerContext, tenant: LedgerTenant, caller: CallerView, op: Operation, *,
-                   revision: object, approved_by: object, via: str) -> Response[Any]:
+                   revision: object, approved_by: object, via: str,
+                   targets: kinds.ConfirmTargets | None) -> Response[Any]:
     decision = confirm_decision(op.view(), caller, revision=revision, approved_by=approved_by, now=ctx.now())
     if decision.action == "expire":
         return answer(ctx, await _lapse(ctx, tenant, op))
@@ -152,8 +167,9 @@ async def _confirm(ctx: LedgerContext, tenant: LedgerTenant, caller: CallerView,
         if decision.error.code == ErrorCode.TERMS_CHANGED:
             return _terms_changed(op)
         return refusal(decision.error, caller=caller)
-    async with ctx.pool.acquire() as conn:
-        targets = await kinds.confirm_targets(conn, tenant.tenant_id, op.kind)  # perform and re-price endpoints
+    if targets is None:  # not read with the operation (the company's website confirmation)
+        async with ctx.pool.acquire() as conn:
+            targets = await kinds.confirm_targets(conn, tenant.tenant_id, op.kind)  # perform and re-price endpoints
     if not targets.perform_enabled:  # its perform webhook is disabled: a confirm would wait with no one to perform it
         return refusal(ProtocolError(ErrorCode.TEMPORARILY_UNAVAILABLE, "This cannot be confirmed right now; retry."),
                        headers={"Retry-After": "60"})
