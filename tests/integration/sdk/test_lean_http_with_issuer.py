@@ -17,6 +17,7 @@ import uvicorn
 from frontdoor_core.settings import Settings
 from frontdoor_sdk._lean_http import LeanClient
 from frontdoor_sdk.introspection import IntrospectionRefused, Introspector
+from frontdoor_sdk.session_state import SessionStateClient
 from litestar.testing import AsyncTestClient
 
 from tests.conftest import unique
@@ -81,5 +82,27 @@ async def test_the_real_issuer_answers_the_lean_client(
         assert lean.connects == 1  # every call on one kept-alive connection
         with pytest.raises(IntrospectionRefused):
             await Introspector(url, "fdrs_AAAAAAAA_" + "b" * 43, lean).introspect(token)
+    finally:
+        await lean.aclose()
+
+
+async def test_the_real_session_state_answers_the_lean_client(
+    console: AsyncTestClient[Any], issuer_socket: str, tenant: TenantHandle, web: MockWeb,
+    clock: ShiftableClock,
+) -> None:
+    """ADR 0004 §6 over the socket: the first claim of a ``jti`` is active, the second ``replayed``."""
+    agent = TestAgent(host=f"{unique('agent-')}.example").publish(web)
+    r = await console.post("/api/v1/resource-credentials", json={"name": "sdk-1.0"}, headers=tenant.auth)
+    assert r.status_code == 201, r.text
+    lean = LeanClient()
+    try:
+        states = SessionStateClient(f"{issuer_socket}/{tenant.slug}/poppy/session-state", str(r.json()["secret"]),
+                                    lean)
+        sid, jti, iat = unique("sid-"), unique("jti-"), int(clock().timestamp())
+        first = await states.check(client_id=agent.client_id, sid=sid, sub="alice", jti=jti, iat=iat)
+        assert first.state == "active" and first.session is not None and first.session.startswith("ses_")
+        again = await states.check(client_id=agent.client_id, sid=sid, sub="alice", jti=jti, iat=iat)
+        assert again.state == "replayed"
+        assert lean.connects == 1
     finally:
         await lean.aclose()
