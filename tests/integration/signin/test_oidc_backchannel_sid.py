@@ -4,7 +4,7 @@ The IdP is a real ``oidc-provider`` whose client ``fd-bcl`` is registered with a
 back-channel logout URI and ``backchannel_logout_session_required``, so its ID tokens carry
 ``sid`` and, when the user signs out at the IdP (``/session/end``), it sends a logout token
 (``typ`` ``logout+jwt``, ``sub`` and ``sid``) to that URI. The issuer runs in process where
-the IdP's server cannot reach it, so the URI is a `LogoutCatcher` and the test delivers the
+the IdP's server cannot reach it, so the URI is a `FrontdoorStandIn` and the test delivers the
 IdP's own token as it came. A ``sid``-only token (which this IdP never sends) is signed here
 with the IdP's key, as in ``test_oidc_backchannel_logout``.
 """
@@ -29,14 +29,14 @@ from tests.integration.signin.test_oidc_sign_in import BASE, SECRET, SLUGS, Stag
 from tests.support.agent import TestAgent
 from tests.support.clock import ShiftableClock
 from tests.support.mock_web import MockWeb
-from tests.support.oidc import LogoutCatcher, OpenIdProvider, login_at_idp, logout_at_idp, new_key
+from tests.support.oidc import FrontdoorStandIn, OpenIdProvider, login_at_idp, logout_at_idp, new_key
 
 EVENT = "http://schemas.openid.net/event/backchannel-logout"
 
 
 @pytest.fixture(scope="module")
-def catcher() -> Iterator[LogoutCatcher]:
-    caught = LogoutCatcher()
+def catcher() -> Iterator[FrontdoorStandIn]:
+    caught = FrontdoorStandIn()
     try:
         yield caught
     finally:
@@ -44,10 +44,10 @@ def catcher() -> Iterator[LogoutCatcher]:
 
 
 @pytest.fixture(scope="module")
-def idp(catcher: LogoutCatcher) -> Iterator[OpenIdProvider]:
+def idp(catcher: FrontdoorStandIn) -> Iterator[OpenIdProvider]:
     client = {"client_id": "fd-bcl", "client_secret": SECRET, "token_endpoint_auth_method": "client_secret_basic",
               "redirect_uris": [f"{BASE}/{s}/oidc/callback" for s in SLUGS], "grant_types": ["authorization_code"],
-              "response_types": ["code"], "backchannel_logout_uri": catcher.url,
+              "response_types": ["code"], "backchannel_logout_uri": catcher.logout_url,
               "backchannel_logout_session_required": True}
     provider = OpenIdProvider([client], new_key("idp-bcl-1"))
     try:
@@ -111,7 +111,7 @@ async def signed_in(stage: Stage, token: dict[str, Any]) -> bool:
 
 async def test_the_idps_logout_ends_what_that_idp_session_signed_in(
         settings: Settings, console: AsyncTestClient[Any], clock: ShiftableClock, runtime: Any, web: MockWeb,
-        idp: OpenIdProvider, catcher: LogoutCatcher) -> None:
+        idp: OpenIdProvider, catcher: FrontdoorStandIn) -> None:
     async with (staged(settings, console, clock, runtime, web, idp, client_id="fd-bcl",
                        backchannel_logout=True) as stage,
                 httpx.AsyncClient(follow_redirects=False, timeout=10) as laptop,

@@ -88,9 +88,10 @@ async def test_kek_rotation_reencrypts_the_client_keys(fresh: Any) -> None:  # n
     old, new = generate_kek_value(), generate_kek_value()
     async with fresh.pool.acquire() as conn:
         await conn.execute("INSERT INTO tenants (id, slug, organization_name) VALUES ('ten_pk', 'pk-rot', 'PK')")
-        assert await oidc_client_key.ensure_client_key(conn, Kek.from_env_value(old), "ten_pk", now=datetime.now(UTC))
+        now = datetime.now(UTC)
+        assert await oidc_client_key.ensure_client_key(conn, Kek.from_env_value(old), "ten_pk", now=now)
     done = await oidc_client_key.reencrypt_oidc_client_keys(fresh.pool, Kek.from_env_value(f"{new},{old}"))
     assert done.reencrypted == 1 and not done.unreadable
     async with fresh.pool.acquire() as conn:
-        assert await oidc_client_key.load_client_key(conn, Kek.from_env_value(new), "ten_pk") is not None
-        assert await oidc_client_key.load_client_key(conn, Kek.from_env_value(old), "ten_pk") is None
+        assert await oidc_client_key.load_client_key(conn, Kek.from_env_value(new), "ten_pk", now=now) is not None
+        assert await oidc_client_key.load_client_key(conn, Kek.from_env_value(old), "ten_pk", now=now) is None

@@ -7,8 +7,8 @@ outbound network in these tests: the IdP through the SSRF-guarded stack over a r
 socket, everything else the shared `MockWeb`; it can re-sign the IdP's ID token with
 changed claims (``tamper``) to prove what Frontdoor refuses. `login_at_idp` plays the
 user's browser at the IdP's interaction pages, `logout_at_idp` signs it out there
-(RP-initiated logout's confirmation page), and `LogoutCatcher` is the back-channel logout
-URI the IdP posts its logout tokens to.
+(RP-initiated logout's confirmation page), and `FrontdoorStandIn` is the back-channel
+logout URI the IdP posts its logout tokens to and the client ``jwks_uri`` it fetches.
 """
 
 from __future__ import annotations
@@ -179,34 +179,60 @@ async def logout_at_idp(browser: httpx.AsyncClient, idp: OpenIdProvider) -> None
     assert done.status_code in (200, 303), done.text
 
 
-class LogoutCatcher:
-    """A loopback HTTP server standing for Frontdoor's back-channel logout URI at the IdP.
+class FrontdoorStandIn:
+    """A loopback HTTP server standing for the Frontdoor URIs the IdP calls itself.
 
-    Frontdoor's issuer runs in process in these tests, where the IdP's server cannot post
-    to it; the catcher answers ``200`` and keeps each ``logout_token`` for the test to
-    deliver to the issuer as it came.
+    Frontdoor's issuer runs in process in these tests, where the IdP's server cannot reach
+    it. At `logout_url` (the back-channel logout URI) the stand-in answers ``200`` and keeps
+    each ``logout_token`` for the test to deliver to the issuer as it came. At `jwks_url`
+    (the client's ``jwks_uri``) it answers what the issuer's ``/oidc/jwks.json`` answered
+    when the test last passed it to `serve_jwks` (body and ``Cache-Control`` as they were):
+    the issuer cannot be asked live from this thread while it waits on the IdP.
     """
 
     def __init__(self) -> None:
         self.tokens: list[str] = []
-        catcher = self
+        self.jwks_fetches = 0
+        self._jwks: httpx.Response | None = None
+        stand_in = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", "0"))
                 form = parse_qs(self.rfile.read(length).decode("ascii"))
-                catcher.tokens.extend(form.get("logout_token", []))
+                stand_in.tokens.extend(form.get("logout_token", []))
                 self.send_response(200)
                 self.send_header("content-length", "0")
                 self.end_headers()
+
+            def do_GET(self) -> None:
+                if stand_in._jwks is None or not self.path.startswith("/jwks.json"):
+                    self.send_response(404)
+                    self.send_header("content-length", "0")
+                    self.end_headers()
+                    return
+                answer = stand_in._jwks
+                stand_in.jwks_fetches += 1
+                self.send_response(answer.status_code)
+                for name in ("content-type", "cache-control"):
+                    if name in answer.headers:
+                        self.send_header(name, answer.headers[name])
+                self.send_header("content-length", str(len(answer.content)))
+                self.end_headers()
+                self.wfile.write(answer.content)
 
             def log_message(self, *args: Any) -> None:
                 return
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/backchannel-logout"
+        base = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self.logout_url, self.jwks_url = f"{base}/backchannel-logout", f"{base}/jwks.json"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
+
+    def serve_jwks(self, answer: httpx.Response) -> None:
+        """Answer `jwks_url` from now on as the issuer answered ``answer`` (its ``/oidc/jwks.json``)."""
+        self._jwks = answer
 
     def stop(self) -> None:
         self._server.shutdown()

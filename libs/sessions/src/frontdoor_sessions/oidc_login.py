@@ -27,6 +27,7 @@ import hashlib
 import re
 import secrets
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -238,7 +239,7 @@ async def finish_oidc_login(conn: asyncpg.Connection, kek: Kek, login: LoginConn
     if not code or len(code) > 2048:
         raise OidcLoginFailed(OidcFailure.NO_CODE)
     secret = await load_client_secret(conn, kek, tenant_id)
-    client_key = (await load_client_key(conn, kek, tenant_id)
+    client_key = (await load_client_key(conn, kek, tenant_id, now=datetime.fromtimestamp(now, UTC))
                   if login.token_endpoint_auth_method == "private_key_jwt" else None)
     tokens = await _redeem(meta, login, secret or "", code=code, verifier=pending.verifier,
                            redirect_uri=redirect_uri, fetcher=fetcher, client_key=client_key, now=now)

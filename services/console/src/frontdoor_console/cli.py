@@ -4,6 +4,8 @@
     rotate-signing-key SLUG      publish a new issuer key (signs after the publish lead)
       [--compromised]            the old key leaked: sign with the new one now and
                                  unpublish every other key at once
+    rotate-oidc-client-key SLUG  publish a new private_key_jwt client key for the tenant's
+      [--compromised]            OpenID Connect connection (signs after the publish lead)
     reencrypt-secrets            re-encrypt every secret stored under an older KEK with the
       [--dry-run] [--batch N]    current (first) FRONTDOOR_KEK key; idempotent
 
@@ -18,6 +20,7 @@ import sys
 
 from frontdoor_core.clock import utc_now
 from frontdoor_core.db import create_pool, transaction
+from frontdoor_core.errors import Conflict, NotFound
 from frontdoor_core.migrations import (
     MIGRATED_PACKAGES,
     apply_migrations,
@@ -64,6 +67,32 @@ async def _rotate(slug: str, immediate: bool) -> int:
     return 0
 
 
+async def _rotate_client_key(slug: str, immediate: bool) -> int:
+    s = load()
+    pool = await create_pool(s.database_url, min_size=1, max_size=1)
+    try:
+        async with transaction(pool) as conn:
+            tenant = await tenants.tenant_by_slug(conn, slug)
+            if tenant is None:
+                print(f"no tenant with slug {slug!r}", file=sys.stderr)
+                return 1
+            try:
+                done = await oidc_client_key.rotate_client_key(conn, Kek.from_env_value(s.kek), tenant.id,
+                                                               now=utc_now(), publish_lead=s.key_publish_lead,
+                                                               compromised=immediate)
+            except (NotFound, Conflict) as exc:
+                print(exc.detail, file=sys.stderr)
+                return 1
+            await audit.record(conn, Actor(tenant_id=tenant.id, type="system"), "oidc_client_key.rotated",
+                               target_type="oidc_client_key", target_id=done.kid,
+                               details={"activates_at": done.activates_at.isoformat(), "previous_kid": done.previous_kid,
+                                        "via": "cli", "compromised": immediate})
+    finally:
+        await pool.close()
+    print(f"new client key {done.kid} published at {{issuer}}/oidc/jwks.json; signs from {done.activates_at.isoformat()}")
+    return 0
+
+
 async def _reencrypt(dry_run: bool, batch: int) -> int:
     s = load()
     kek = Kek.from_env_value(s.kek)
@@ -101,6 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     rot.add_argument("slug")
     rot.add_argument("--compromised", action="store_true",
                      help="the old key leaked: sign with the new key now and unpublish the others at once")
+    okey = sub.add_parser("rotate-oidc-client-key",
+                          help="rotate the private_key_jwt client key of a tenant's OpenID Connect connection")
+    okey.add_argument("slug")
+    okey.add_argument("--compromised", action="store_true",
+                      help="the old key leaked: sign with the new key now and unpublish the old one at once")
     enc = sub.add_parser("reencrypt-secrets",
                          help="re-encrypt stored secrets under the current KEK (after a KEK rotation)")
     enc.add_argument("--dry-run", action="store_true", help="count and check what would change, write nothing")
@@ -112,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.batch <= 0:
             parser.error("--batch must be positive")
         return asyncio.run(_reencrypt(args.dry_run, args.batch))
+    if args.command == "rotate-oidc-client-key":
+        return asyncio.run(_rotate_client_key(args.slug, args.compromised))
     return asyncio.run(_rotate(args.slug, args.compromised))
 
 

@@ -1,6 +1,7 @@
 """The issuer settings page: the PAP profiles served and published, sign-in types and scopes,
 custom scopes, Session lifetime, the login connection, DPoP nonces, rate limits; and
-signing-key rotation.
+signing-key rotation, and the rotation of an OpenID Connect connection's ``private_key_jwt``
+client key (`frontdoor_tenancy.oidc_client_key`).
 
 Saving replaces the settings through the same validation as ``PUT /api/v1/issuer``,
 compare-and-set on the version the form was rendered from (someone else's change in
@@ -14,9 +15,9 @@ from typing import Annotated, Any
 
 import msgspec
 from frontdoor_core.db import transaction
-from frontdoor_core.errors import Conflict, Invalid
+from frontdoor_core.errors import Conflict, Invalid, NotFound
 from frontdoor_sessions.oidc_provider import ProviderProblem, ProviderUnavailable, check_provider
-from frontdoor_tenancy import audit, issuer_settings, oidc_connection, signing_keys
+from frontdoor_tenancy import audit, issuer_settings, oidc_client_key, oidc_connection, signing_keys
 from frontdoor_tenancy.issuer_settings import IssuerSettings, LoginConnection, ProtocolSettings, SignInType
 from litestar import Request, Response, get, post
 from litestar.datastructures import State
@@ -33,6 +34,9 @@ _NOTICES = {
     "rotated": "New signing key published. It signs after the lead time; the old one stays published meanwhile.",
     "rotated_now": "New signing key signs now; every other key left the JWKS.",
     "login_ok": "Connection works: the IdP's discovery document and keys were fetched and checked.",
+    "client_key_rotated": "New client key published at /oidc/jwks.json. It signs client assertions after the lead "
+                          "time; the current key keeps signing until then and stays published until it expires.",
+    "client_key_rotated_now": "New client key signs now; the old one left /oidc/jwks.json.",
 }
 _MAX_FORM_VALUES = 400
 _PROVIDER_PROBLEMS = {
@@ -151,12 +155,14 @@ async def _page(console: Console, state: State, *, settings: IssuerSettings | No
             " ORDER BY created_at DESC", console.tenant.id)]
         published = {k["kid"] for k in (await signing_keys.jwks(conn, console.tenant.id, ctx.now()))["keys"]}
         secret_set = await oidc_connection.has_client_secret(conn, console.tenant.id)
+        client_keys = await oidc_client_key.client_key_states(conn, console.tenant.id, now=ctx.now())
     shown = settings or stored.settings
     return console.page(
         "settings.html", nav="settings", s=shown, version=version or stored.version, updated_at=stored.updated_at,
         scopes=shown.all_scopes(), custom_text="\n".join(f"{k}: {v}" for k, v in shown.custom_scopes.items()),
         keys=keys, published=published, now=ctx.now(), issuer=ctx.issuer_url(console.tenant.slug),
         errors=errors or {}, error=error, notice=notice, status_code=status_code, secret_set=secret_set,
+        client_keys=client_keys,
     )
 
 
@@ -259,4 +265,56 @@ async def rotate(data: Annotated[RotateForm, FORM], console: Console, state: Sta
     return Redirect(f"/settings?notice={'rotated_now' if compromised else 'rotated'}", status_code=303)
 
 
-routes: list[Any] = [settings_page, settings_save, login_test, rotate_confirm, rotate]
+def _client_key_confirm(console: Console, compromised: bool) -> Template:
+    if compromised:
+        message = ("The new client key signs at once and the old one leaves /oidc/jwks.json now. An IdP that cached "
+                   "the JWKS must fetch it again before it accepts the new key; sign-ins may fail until it does.")
+    else:
+        message = ("The new client key is published at /oidc/jwks.json now and signs after the lead time; the "
+                   "current key signs until then and stays published until it expires. Nobody is signed out.")
+    return confirm_page(console, nav="settings", title="Rotate the OpenID Connect client key?", message=message,
+                        subject="Compromised: replace immediately" if compromised else "Scheduled rotation",
+                        action="/settings/login/rotate-client-key", button="Rotate client key", cancel="/settings",
+                        danger=compromised, fields={"compromised": "yes" if compromised else ""})
+
+
+@get("/settings/login/rotate-client-key")
+async def client_key_rotate_confirm(console: Console, compromised: bool = Parameter(default=False)) -> Template:
+    console.require("write")
+    return _client_key_confirm(console, compromised)
+
+
+@post("/settings/login/rotate-client-key")
+async def client_key_rotate(data: Annotated[RotateForm, FORM], console: Console, state: State) -> Response[Any]:
+    """Rotate the ``private_key_jwt`` client key (audited ``oidc_client_key.rotated``)."""
+    console.require("write")
+    compromised = data.compromised == "yes"
+    if data.confirm != "yes":
+        return _client_key_confirm(console, compromised)
+    ctx = ctx_of(state)
+    try:
+        async with transaction(ctx.pool) as conn:
+            login = (await issuer_settings.get_settings(conn, console.tenant.id)).settings.login
+            if login is None or login.type != "oidc" or login.token_endpoint_auth_method != "private_key_jwt":
+                raise NotFound("no_client_key", "Save an OpenID Connect connection with private_key_jwt first.")
+            done = await oidc_client_key.rotate_client_key(conn, ctx.kek, console.tenant.id, now=ctx.now(),
+                                                           publish_lead=ctx.settings.key_publish_lead,
+                                                           compromised=compromised)
+            await audit.record(conn, console.actor, "oidc_client_key.rotated", target_type="oidc_client_key",
+                               target_id=done.kid, details={
+                                   "activates_at": done.activates_at.isoformat(), "previous_kid": done.previous_kid,
+                                   "superseded_kid": done.superseded_kid, "compromised": compromised,
+                                   "via": "dashboard"})
+    except NotFound as exc:
+        return await _page(console, state, error=exc.detail, status_code=409)
+    except Conflict as exc:
+        wait = int(exc.extra.get("retry_after", 0))
+        return await _page(console, state, status_code=409,
+                           error=f"The key replaced by the last rotation is still published: rotate again in "
+                                 f"{wait // 60 + 1} minutes, or replace it now if it leaked.")
+    return Redirect(f"/settings?notice={'client_key_rotated_now' if compromised else 'client_key_rotated'}",
+                    status_code=303)
+
+
+routes: list[Any] = [settings_page, settings_save, login_test, rotate_confirm, rotate, client_key_rotate_confirm,
+                     client_key_rotate]

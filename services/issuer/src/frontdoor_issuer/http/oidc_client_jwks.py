@@ -3,7 +3,8 @@
 For an ``oidc`` connection whose ``token_endpoint_auth_method`` is ``private_key_jwt``,
 the admin registers this URL as Frontdoor's ``jwks_uri`` at the IdP, which verifies the
 client assertions Frontdoor signs at its token endpoint with it (RFC 7523, OIDC Core §9).
-Public keys only; 404 for any other connection.
+Public keys only, newest first: during a rotation also the key being replaced, until it
+expires (`frontdoor_tenancy.oidc_client_key`); 404 for any other connection.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ async def oidc_client_jwks(slug: FromPath[str], state: State) -> Response[Any]:
     if tenant is None or login is None or login.type != "oidc" or login.token_endpoint_auth_method != "private_key_jwt":
         return not_found()
     async with ctx.pool.acquire() as conn:
-        jwks = await public_client_jwks(conn, tenant.tenant_id)
+        jwks = await public_client_jwks(conn, tenant.tenant_id, now=ctx.now())
     return Response(jwks, media_type="application/jwk-set+json", headers={"Cache-Control": "public, max-age=300"})
 
 
