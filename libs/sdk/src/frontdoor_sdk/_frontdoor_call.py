@@ -7,7 +7,8 @@ decodes is "unavailable" (fail closed), carrying Frontdoor's ``Retry-After``.
 
 ``http`` is the caller's ``httpx.AsyncClient``, or the verifier's own
 :class:`~frontdoor_sdk._lean_http.LeanClient` for the per-request calls (introspection,
-``session-state``) when it made its client itself: the same request, the same answer.
+``session-state``) when it made its client itself: the same credential, body and
+``Accept``, and the same reading of the answer.
 """
 
 from __future__ import annotations
