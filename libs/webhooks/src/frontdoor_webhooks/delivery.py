@@ -16,6 +16,7 @@ everything after the lookup filters by the message's tenant.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -25,16 +26,18 @@ from typing import Any, Protocol
 import asyncpg
 import msgspec
 from frontdoor_core.clock import Clock
+from frontdoor_core.ids import new_id
 from frontdoor_core.logging import get_logger
 from frontdoor_core.metrics import DELIVERIES
 from frontdoor_core.telemetry import inject_trace_context
 from frontdoor_tenancy.credentials import Kek
 from opentelemetry import trace
 
-from .attempts import record_attempt
+from .attempts import excerpt as excerpt_text
+from .attempts import redacted_headers
 from .delivery_outcome import ErrorClass, Verdict, classify, status_error_class
 from .delivery_policy import DeliveryPolicy
-from .endpoint_health import note_failure, note_success
+from .endpoint_health import note_failure
 from .endpoint_secrets import signing_secrets
 from .messages import enqueue_event, next_event_sequence
 from .retry_policy import next_attempt_at, parse_retry_after
@@ -48,6 +51,27 @@ _log = get_logger("frontdoor.webhooks")
 _tracer = trace.get_tracer("frontdoor.webhooks")
 # Events about delivery itself are not reported when they fail, or failures would echo.
 _NO_EXHAUSTION_EVENT = frozenset({"delivery.exhausted", "endpoint.disabled"})
+# An attempt's settle in one statement: its row, the message's next state while the claim is
+# still this one (compare-and-set; the answer is the message's ID, or none when the claim was
+# lost), and for a delivery ($17) the end of the endpoint's failure streak.
+_SETTLE = """
+WITH attempt AS (
+  INSERT INTO webhook_attempts (tenant_id, id, message_id, endpoint_id, attempt, url, started_at, duration_ms,
+                                response_status, error_class, response_excerpt, request_headers, next_attempt_at)
+  VALUES ($1, $9, $2, $10, $3, $11, $12, $13, $7, $14, $15, $16, $6)
+), settled AS (
+  UPDATE webhook_messages SET state = $5, next_attempt_at = $6, locked_until = NULL, last_status = $7,
+         delivered_at = CASE WHEN $5 = 'delivered' THEN $8 ELSE delivered_at END,
+         finished_at = CASE WHEN $5 <> 'pending' THEN $8 END
+   WHERE tenant_id = $1 AND id = $2 AND state = 'pending' AND attempts = $3 AND locked_until = $4
+  RETURNING id
+), healthy AS (
+  UPDATE webhook_endpoints SET failing_since = NULL
+   WHERE $17::boolean AND tenant_id = $1 AND id = $10 AND failing_since IS NOT NULL
+     AND EXISTS (SELECT 1 FROM settled)
+)
+SELECT id FROM settled
+"""
 # A throttled message is deferred across the time its endpoint's due backlog takes to drain at
 # its rate; the backlog is counted up to this many messages (a bounded index scan).
 _THROTTLE_BACKLOG_CAP = 10_000
@@ -416,26 +440,19 @@ async def _settle(
         verdict, error_class = Verdict.RETRY, ErrorClass.INVALID_RESPONSE.value
         retry_at = next_attempt_at(claimed.attempt, ended, policy.retry)
         state = "pending" if retry_at is not None else "exhausted"
-    async with pool.acquire() as conn, conn.transaction():
-        attempt_id = await record_attempt(
-            conn, tenant_id=claimed.tenant_id, message_id=claimed.id, endpoint_id=claimed.endpoint_id,
-            attempt=claimed.attempt, url=claimed.url, started_at=started_at, duration_ms=duration_ms,
-            response_status=status, error_class=error_class, response_excerpt=excerpt, request_headers=headers,
-            next_attempt_at=retry_at,
-        )
+    attempt_id = new_id("att")
+    # A clean delivery with no hook is one statement (its own transaction); anything that
+    # writes more (a failure streak, an exhaustion event, the hook's consequence) shares one.
+    simple = on_settle is None and verdict is Verdict.DELIVERED
+    async with pool.acquire() as conn, (contextlib.nullcontext() if simple else conn.transaction()):
         still_ours = await conn.fetchval(
-            "UPDATE webhook_messages SET state = $5, next_attempt_at = $6, locked_until = NULL, last_status = $7,"
-            " delivered_at = CASE WHEN $5 = 'delivered' THEN $8 ELSE delivered_at END,"
-            " finished_at = CASE WHEN $5 <> 'pending' THEN $8 END"
-            " WHERE tenant_id = $1 AND id = $2 AND state = 'pending' AND attempts = $3 AND locked_until = $4"
-            " RETURNING id",
-            claimed.tenant_id, claimed.id, claimed.attempt, claimed.locked_until, state, retry_at, status, ended,
+            _SETTLE, claimed.tenant_id, claimed.id, claimed.attempt, claimed.locked_until, state, retry_at, status,
+            ended, attempt_id, claimed.endpoint_id, claimed.url, started_at, duration_ms, error_class,
+            excerpt_text(excerpt), redacted_headers(headers), verdict is Verdict.DELIVERED,
         )
         disabled = False
         if still_ours is not None:
-            if verdict is Verdict.DELIVERED:
-                await note_success(conn, claimed.tenant_id, claimed.endpoint_id)
-            else:
+            if verdict is not Verdict.DELIVERED:  # a success ended the failure streak in _SETTLE
                 disabled = await note_failure(conn, claimed.tenant_id, claimed.endpoint_id, started_at=started_at,
                                               now=ended, disable_after=policy.disable_after,
                                               gone=verdict is Verdict.GONE)
