@@ -30,6 +30,7 @@ if __package__ in (None, ""):  # run as a script: make ``bench`` importable
 
 import argparse
 import asyncio
+import contextlib
 import json
 import subprocess
 import time
@@ -40,6 +41,8 @@ from bench._common import FORM_HEADERS, Agent, CpuMeter, Stack, free_port, insta
 from bench._common import summarize as summarize_seconds
 
 WAIT_SECONDS = 30
+POLLS_PER_CLIENT = 32
+"""Long polls per load-generator client (each client's pool is scanned per request)."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -94,6 +97,14 @@ def _address(n: int) -> str:
     return "198.18.{}.{}".format(*divmod(n % 65536, 256))
 
 
+def _error(r: Any) -> str:
+    """The ``error`` of a refusal's JSON body, to tell refusals apart in the report."""
+    try:
+        return str(r.json().get("error", ""))
+    except ValueError:
+        return ""
+
+
 async def measure(stack: Stack, agent: Agent, ledger_url: str, credential: str, args: argparse.Namespace,
                   ledger_pid: int | None) -> dict[str, Any]:
     import httpx
@@ -102,9 +113,17 @@ async def measure(stack: Stack, agent: Agent, ledger_url: str, credential: str, 
     slug, issuer = stack.tenant.slug, stack.tenant.issuer
     endpoint = f"{ledger_url}/{slug}/conversations"
     company = {"Authorization": f"Bearer {credential}"}
-    limits = httpx.Limits(max_connections=args.agents + 64, max_keepalive_connections=args.agents + 64)
     timeout = httpx.Timeout(WAIT_SECONDS + 30, connect=120)
-    async with httpx.AsyncClient(timeout=timeout, limits=limits) as http:
+    # The agents' long polls are spread over many small clients, the company's replies have a
+    # client of their own: one httpx pool of 1,000 connections costs the load generator a scan
+    # of every connection per request (tens of ms of its CPU per reply), which then measured
+    # the load generator, not the ledger.
+    poller_limits = httpx.Limits(max_connections=POLLS_PER_CLIENT + 4, max_keepalive_connections=POLLS_PER_CLIENT + 4)
+    async with contextlib.AsyncExitStack() as clients:
+        http = await clients.enter_async_context(httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(
+            max_connections=64, max_keepalive_connections=64)))
+        pollers = [await clients.enter_async_context(httpx.AsyncClient(timeout=timeout, limits=poller_limits))
+                   for _ in range(-(-args.agents // POLLS_PER_CLIENT))]
         # Before the window: a Session and a conversation per agent (a few at a time).
         prepared: list[tuple[str, str, str, dict[str, str]]] = []
         gate = asyncio.Semaphore(16)
@@ -142,12 +161,12 @@ async def measure(stack: Stack, agent: Agent, ledger_url: str, credential: str, 
         latencies: list[float] = []
         outcomes: dict[str, int] = {}
 
-        async def poll(cid: str, token: str, cursor: str, net: dict[str, str]) -> None:
+        async def poll(client: httpx.AsyncClient, cid: str, token: str, cursor: str, net: dict[str, str]) -> None:
             """Long-poll until the reply is in (a wait that ends empty is polled again, as agents do)."""
             url = f"{endpoint}/{cid}/events"
             while True:
                 try:
-                    r = await http.get(url, params={"cursor": cursor, "wait": str(WAIT_SECONDS)}, headers={
+                    r = await client.get(url, params={"cursor": cursor, "wait": str(WAIT_SECONDS)}, headers={
                         "Authorization": f"DPoP {token}", "DPoP": agent.dpop("GET", url, token=token), **net})
                 except httpx.TimeoutException:  # no answer 30 s past the wait: the ledger is saturated
                     outcomes["client timeout"] = outcomes.get("client timeout", 0) + 1
@@ -155,7 +174,8 @@ async def measure(stack: Stack, agent: Agent, ledger_url: str, credential: str, 
                 got = time.perf_counter()
                 replied = r.status_code == 200 and any(
                     e["type"] == "message" and e["message"].get("role") == "company" for e in r.json()["events"])
-                key = "replied" if replied else f"http {r.status_code}" if r.status_code != 200 else "empty"
+                key = "replied" if replied else "empty" if r.status_code == 200 else (
+                    f"http {r.status_code} {_error(r)}")
                 outcomes[key] = outcomes.get(key, 0) + 1
                 if replied and cid in sent_at:
                     latencies.append(got - sent_at[cid])
@@ -171,8 +191,8 @@ async def measure(stack: Stack, agent: Agent, ledger_url: str, credential: str, 
         # The long polls connect a few at a time (a listen queue drops a burst of 1,000 SYNs),
         # then all of them wait: they answer only when woken.
         polls = []
-        for item in prepared:
-            polls.append(asyncio.create_task(poll(*item)))
+        for n, item in enumerate(prepared):
+            polls.append(asyncio.create_task(poll(pollers[n % len(pollers)], *item)))
             await asyncio.sleep(0.005)
         await asyncio.sleep(5.0)
         waiting = sum(not t.done() for t in polls)
