@@ -55,8 +55,9 @@ async def test_a_run_is_recorded_listed_and_shown_without_secrets(
     assert row["started_at"] <= row["finished_at"] and row["ok"] is True
     stored = row["steps"]
     assert [(s["key"], s["status"]) for s in stored] == [
-        ("discovery", "passed"), ("session", "passed"), ("revoke", "passed"), ("refused", "informational")]
-    assert all(s["duration_ms"] > 0 for s in stored)
+        ("discovery", "passed"), ("session", "passed"), ("api", "not_run"), ("revoke", "passed"),
+        ("refused", "informational")]
+    assert all(s["duration_ms"] > 0 for s in stored if s["status"] != "not_run")
     assert all(set(x) == {"method", "url", "status", "elapsed_ms", "error"} for s in stored for x in s["exchanges"])
     assert any(x["url"].endswith(f"/{tenant.slug}/oauth/token") and x["status"] == 200
                for x in stored[1]["exchanges"])
@@ -69,7 +70,8 @@ async def test_a_run_is_recorded_listed_and_shown_without_secrets(
     for s in secrets:
         assert s not in whole_row and s not in page.text
     assert '"d"' not in whole_row and "[redacted]" not in whole_row  # nothing redacted: never stored at all
-    assert steps(page.text) == {"discovery": "yes", "session": "yes", "revoke": "yes", "refused": "skipped"}
+    assert steps(page.text) == {"discovery": "yes", "session": "yes", "api": "skipped", "revoke": "yes",
+                                "refused": "skipped"}
     assert f"{tenant.slug}/oauth/token" in page.text and tenant.email in page.text
 
     listing = await console.get("/simulator")

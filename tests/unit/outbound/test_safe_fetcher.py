@@ -319,3 +319,28 @@ async def test_post_json_posts_once_and_never_follows_a_redirect() -> None:
     with pytest.raises(FetchError) as refused:
         await fetcher.post_json("http://company.example/relay", b"secret-body")
     assert len(recorder.requests) == 2 and refused.value.code is not None
+
+
+@pytest.mark.asyncio
+async def test_get_with_headers_sends_once_and_returns_any_status() -> None:
+    """`SafeFetcher.get`: the agent simulator's resource request; a refusal and its challenge come back."""
+    challenge = 'DPoP error="invalid_token", algs="ES256"'
+    recorder = Recorder({
+        "https://api.example/items": httpx.Response(401, headers={**JSON, "www-authenticate": challenge}, content=b"{}"),
+        "https://api.example/moved": _redirect("https://elsewhere.example/items", 307),
+    })
+    fetcher = _fetcher(recorder)
+    result = await fetcher.get("https://api.example/items", headers={"Authorization": "DPoP t", "DPoP": "proof"})
+    assert result.status == 401 and result.headers["www-authenticate"] == challenge
+    sent = recorder.requests[0]
+    assert sent.method == "GET" and sent.headers["authorization"] == "DPoP t" and sent.headers["dpop"] == "proof"
+    moved = await fetcher.get("https://api.example/moved", headers={})
+    assert moved.status == 307 and len(recorder.requests) == 2  # never followed
+    for url, code in (("https://10.0.0.1/items", FetchErrorCode.BLOCKED_ADDRESS),
+                      ("http://api.example/items", FetchErrorCode.NOT_HTTPS)):
+        with pytest.raises(FetchError) as refused:
+            await fetcher.get(url, headers={})
+        assert refused.value.code is code
+    assert len(recorder.requests) == 2
+    with pytest.raises(ValueError, match="set by the fetcher"):
+        await fetcher.get("https://api.example/items", headers={"Host": "other.example"})

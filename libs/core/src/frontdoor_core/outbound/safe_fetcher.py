@@ -221,6 +221,45 @@ class SafeFetcher:
         except httpx.HTTPError as exc:
             raise _translate(exc) from None
 
+    async def get(self, url: str, *, headers: Mapping[str, str], max_bytes: int | None = None) -> FetchResult:
+        """GET ``url`` once with ``headers`` and return the answer whatever its status.
+
+        For a resource request whose refusal matters as much as its success (the agent
+        simulator's call to a company API: a ``401`` and its ``WWW-Authenticate``). As
+        `post`: no redirect is followed (a 3xx is returned), the URL and address rules of
+        `fetch` apply, the body is cut at ``max_bytes`` (the policy's when None).
+
+        Raises:
+            ValueError: A reserved header was given.
+            FetchError: With one of the `FetchErrorCode` codes (never ``bad_status``).
+        """
+        reserved = sorted(name for name in headers if name.lower() in _RESERVED_POST_HEADERS)
+        if reserved:
+            raise ValueError(f"headers {reserved} are set by the fetcher")
+        deadline = self._policy.total_timeout
+        limit = self._policy.max_bytes if max_bytes is None else max_bytes
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(deadline):
+                target = self._check(url, redirect=False)
+                async with self._client(False, timeout=deadline) as client:
+                    response = await client.send(client.build_request("GET", target, headers=dict(headers)),
+                                                 stream=True)
+                    try:
+                        raw_size = sum(len(k) + len(v) + 4 for k, v in response.headers.raw)
+                        if raw_size > self._policy.max_header_bytes:
+                            raise FetchError(FetchErrorCode.TOO_LARGE, "response headers too large")
+                        data, truncated = await self._read_prefix(response, limit)
+                    finally:
+                        await response.aclose()
+                    return FetchResult(final_url=str(target), status=response.status_code,
+                                       headers=self._headers(response), body=data, redirect_chain=(str(target),),
+                                       elapsed=time.monotonic() - started, truncated=truncated)
+        except TimeoutError:
+            raise FetchError(FetchErrorCode.TIMEOUT, f"request exceeded {deadline:g} s") from None
+        except httpx.HTTPError as exc:
+            raise _translate(exc) from None
+
     async def _post_to(self, target: httpx.URL, body: bytes, headers: Mapping[str, str], *, deadline: float,
                        limit: int, started: float) -> FetchResult:
         async with self._client(False, timeout=deadline) as client:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from .exchange import REDACTED, DecodedJwt, Exchange, RecordingFetcher
 from .history import LISTED, RunRecord, StoredStep, get_run, latest_runs, record_run, status_of
 from .identity import SOFTWARE_ID, SimulatorIdentity, client_id_for, is_simulator, load_identity, register_client_id
-from .run import Step, StepFinding, simulate
+from .run import simulate
+from .step import Step, StepFinding
 
 __all__ = [
     "LISTED",

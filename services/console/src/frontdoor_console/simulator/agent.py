@@ -70,13 +70,18 @@ class SimulatorAgent:
         return await self.http.post(url, urlencode(form).encode(), headers={"Content-Type": _FORM, **headers},
                                     shown_body=shown, jwts=jwts)
 
-    async def start_session(self, issuer: str, token_endpoint: str) -> FetchResult:
-        """A signed-out Session: retried once with the server's DPoP nonce when it asks for one."""
+    async def start_session(self, issuer: str, token_endpoint: str, extra: dict[str, str] | None = None
+                            ) -> FetchResult:
+        """A signed-out Session: retried once with the server's DPoP nonce when it asks for one.
+
+        ``extra``: more form parameters (``resource`` and ``session_id`` for an MCP server's
+        token, RFC 8707, PAP §4.3).
+        """
         result: FetchResult | None = None
         for _ in range(2):
             form = {"grant_type": JWT_BEARER, **self.client_auth(issuer), "assertion": self._sign({
                 "iss": self.identity.client_id, "sub": self.user_id, "aud": issuer, "iat": self.now,
-                "exp": self.now + 120, "jti": secrets.token_urlsafe(16)})}
+                "exp": self.now + 120, "jti": secrets.token_urlsafe(16)}), **(extra or {})}
             result = await self._post_form(token_endpoint, form, {"DPoP": self.dpop("POST", token_endpoint)})
             self.nonce = result.headers.get("dpop-nonce", self.nonce)
             if not (result.status == 400 and _error(result) == "use_dpop_nonce"):
@@ -89,12 +94,21 @@ class SimulatorAgent:
         form = {"token": token, **self.client_auth(issuer)}
         return await self._post_form(revocation_endpoint, form, {})
 
-    async def call(self, url: str, token: str, body: dict[str, Any]) -> FetchResult:
-        """A JSON POST with the Session Token and its DPoP proof (a resource request)."""
+    async def call(self, url: str, token: str, body: dict[str, Any], *, scheme: str = "DPoP",
+                   accept: str | None = None) -> FetchResult:
+        """A JSON POST with the token and (``DPoP`` scheme) its proof: a resource request."""
         raw = json.dumps(body).encode()
-        return await self.http.post(url, raw, headers={
-            "Content-Type": "application/json", "Authorization": f"DPoP {token}",
-            "DPoP": self.dpop("POST", url, token)}, shown_body=raw.decode())
+        headers = {"Content-Type": "application/json", "Authorization": f"{scheme} {token}"}
+        if accept is not None:
+            headers["Accept"] = accept
+        if scheme == "DPoP":
+            headers["DPoP"] = self.dpop("POST", url, token)
+        return await self.http.post(url, raw, headers=headers, shown_body=raw.decode())
+
+    async def get(self, url: str, token: str) -> FetchResult:
+        """A GET with the Session Token and its DPoP proof (``htu`` without the query, RFC 9449 §4.2)."""
+        return await self.http.get(url, headers={"Accept": "application/json", "Authorization": f"DPoP {token}",
+                                                 "DPoP": self.dpop("GET", url.split("?", 1)[0], token)})
 
 
 def _error(result: FetchResult) -> str | None:

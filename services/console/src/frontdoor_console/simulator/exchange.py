@@ -147,6 +147,23 @@ class RecordingFetcher:
         ex.response_body = redact_json(result.body, ex.jwts)
         return result
 
+    async def get(self, url: str, *, headers: Mapping[str, str]) -> FetchResult:
+        """GET once with ``headers`` (no redirects), any status, and record it."""
+        ex = Exchange(method="GET", url=url)
+        ex.request_headers = request_header_view(headers, ex.jwts)
+        self.exchanges.append(ex)
+        started = time.monotonic()
+        try:
+            result: FetchResult = await self.inner.get(url, headers=headers)
+        except FetchError as exc:
+            ex.elapsed_ms = (time.monotonic() - started) * 1000
+            ex.error = f"{exc.code}: {exc}"
+            raise
+        ex.elapsed_ms = (time.monotonic() - started) * 1000
+        ex.status, ex.response_headers = result.status, _response_headers(result.headers)
+        ex.response_body = redact_json(result.body, ex.jwts)
+        return result
+
     async def post(self, url: str, body: bytes, *, headers: Mapping[str, str], shown_body: str,
                    jwts: list[DecodedJwt] | None = None) -> FetchResult:
         """POST once (no redirects) and record it; ``shown_body`` is the redacted body."""

@@ -16,7 +16,7 @@ import asyncpg
 import msgspec
 from frontdoor_core.ids import new_id
 
-from .run import Step, StepFinding
+from .step import Step, StepFinding
 
 __all__ = ["KEPT", "LISTED", "RunRecord", "StoredExchange", "StoredStep", "get_run", "latest_runs", "record_run",
            "status_of"]

@@ -4,8 +4,10 @@
    verified domain, through the SSRF-safe fetcher, with its finding codes (PAP §3, RFC 8414,
    and for PAP 1.0 tenants RFC 9728);
 2. a signed-out Session at the issuer's token endpoint (PAP §4.5, PAP-4.5-01);
-3. revocation of its Session Token (RFC 7009, PAP §4.9);
-4. the next request with that token: a signed-out Session stays live (revoking a Session
+3. a call with it to the first API (or MCP server) listed in ``poppy.json``
+   (`frontdoor_console.simulator.api_call`, PAP §6);
+4. revocation of its Session Token (RFC 7009, PAP §4.9);
+5. the next request with that token: a signed-out Session stays live (revoking a Session
    Token changes nothing, RFC 7009 §2.2); the refusal needs a signed-in Session (left).
 
 A step that fails says what is wrong and where to fix it; the steps after it do not run
@@ -20,15 +22,16 @@ from datetime import datetime
 from typing import Any, Final
 
 import asyncpg
-import msgspec
 from frontdoor_core.outbound import FetchError
 from frontdoor_tenancy import domain_claims, issuer_profile, issuer_settings
 from frontdoor_tenancy.publish_check import run_publish_check
 from frontdoor_tenancy.scanner import doc_for
 
 from .agent import SimulatorAgent, error_of
+from .api_call import call_first_api
 from .exchange import Exchange, RecordingFetcher
 from .identity import SimulatorIdentity
+from .step import Step, StepFinding
 
 __all__ = ["Step", "StepFinding", "simulate"]
 
@@ -37,37 +40,10 @@ _DOMAINS_SETTING: Final = "/domains"
 _SETTINGS: Final = "/settings"
 
 
-class StepFinding(msgspec.Struct, frozen=True, kw_only=True):
-    """What is wrong in a step, and the doc page and dashboard setting that fix it."""
-
-    code: str
-    message: str
-    hint: str
-    doc: str
-    setting: str = ""
-    source: str = ""
-    requirement: str = ""
-
-
-class Step(msgspec.Struct, kw_only=True):
-    """One step of the run: ``ok`` is None when it did not run."""
-
-    key: str
-    title: str
-    ok: bool | None = None
-    summary: str = ""
-    exchanges: list[Exchange] = msgspec.field(default_factory=list)
-    findings: list[StepFinding] = msgspec.field(default_factory=list)
-
-    @property
-    def duration_ms(self) -> float:
-        """The time the step's requests took."""
-        return sum(x.elapsed_ms for x in self.exchanges)
-
-
 def _steps() -> list[Step]:
     return [Step(key="discovery", title="Discovery: poppy.json and the issuer metadata"),
             Step(key="session", title="A signed-out Session at the token endpoint"),
+            Step(key="api", title="A call to your first listed API or MCP server"),
             Step(key="revoke", title="Revocation of the Session Token"),
             Step(key="refused", title="The next request with the revoked token is refused")]
 
@@ -108,20 +84,24 @@ async def _discover(conn: asyncpg.Connection, step: Step, http: RecordingFetcher
             requirement=f.requirement, setting=_DOMAINS_SETTING))
 
 
-def _token_of(body: bytes) -> str | None:
+def _member(body: bytes, name: str) -> str | None:
     try:
         doc = json.loads(body)
     except ValueError:
         return None
-    token = doc.get("access_token") if isinstance(doc, dict) else None
-    return token if isinstance(token, str) else None
+    value = doc.get(name) if isinstance(doc, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _token_of(body: bytes) -> str | None:
+    return _member(body, "access_token")
 
 
 async def simulate(conn: asyncpg.Connection, identity: SimulatorIdentity, fetcher: Any, *, tenant_id: str,
                    slug: str, base_url: str, now: datetime, dev: bool) -> list[Step]:
     """Run every step against the tenant's live configuration; the steps with their exchanges."""
     steps = _steps()
-    discovery, session, revoke, refused = steps
+    discovery, session, api, revoke, refused = steps
     http = RecordingFetcher(fetcher)
     await _discover(conn, discovery, http, tenant_id, base_url=base_url, now=now, dev=dev)
     discovery.exchanges = _take(http)
@@ -156,6 +136,11 @@ async def simulate(conn: asyncpg.Connection, identity: SimulatorIdentity, fetche
         return steps
     session.ok = True
     session.summary = f"Session started for User ID {agent.user_id} (signed out)."
+    await call_first_api(api, agent, list(stored.settings.apis), token=token, issuer=urls.issuer,
+                         token_endpoint=urls.token_endpoint, session_id=_member(answer.body, "session_id"))
+    api.exchanges = _take(http)
+    if api.ok is False:
+        return steps
     try:
         answer = await agent.revoke(urls.issuer, urls.revocation_endpoint, token)
     except FetchError as exc:
