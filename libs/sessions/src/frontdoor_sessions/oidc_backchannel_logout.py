@@ -7,9 +7,9 @@ checks it as §2.6 says (`verify_logout_token`: signature by a key of the IdP's 
 one refetch after an unknown ``kid``; ``typ`` ``logout+jwt`` when present; ``iss``; ``aud``
 our ``client_id``; ``iat``; ``exp`` when present; the logout event in ``events``; ``sub`` or
 ``sid``; no ``nonce``), refuses a ``jti`` seen before (Redis, one claim per IdP and ``jti``
-while the token could still be accepted), then, in this tenant only and in the caller's
-transaction (every Account Token revoked, every Session signed out, events and audit
-written):
+while the token could still be accepted), then, in this tenant only and in one transaction
+(every Account Token revoked, every Session signed out, events and audit written; no
+database connection is held while the IdP's metadata and keys are fetched):
 
 - with a ``sid`` (§2.7: the RP session of that IdP session): the sign-ins that IdP session
   made, recorded with them as `idp_session_hash` of ``iss`` and ``sid`` when the ID token
@@ -28,6 +28,7 @@ from typing import Final
 import asyncpg
 import msgspec
 import redis.asyncio as aioredis
+from frontdoor_core.db import transaction
 from frontdoor_core.outbound import SafeFetcher
 from frontdoor_tenancy import audit
 from frontdoor_tenancy.actor import Actor
@@ -64,7 +65,7 @@ class LogoutRefused(Exception):
         self.reason = reason
 
 
-async def backchannel_logout(conn: asyncpg.Connection, login: LoginConnection, *, tenant_id: str, token: str,
+async def backchannel_logout(pool: asyncpg.Pool, login: LoginConnection, *, tenant_id: str, token: str,
                              now: datetime, fetcher: SafeFetcher, redis: aioredis.Redis) -> RevocationSummary:
     """Verify the IdP's logout token and disconnect the account it names, in this tenant.
 
@@ -104,11 +105,12 @@ async def backchannel_logout(conn: asyncpg.Connection, login: LoginConnection, *
     if not fresh_jti:
         raise LogoutRefused("replayed_jti")
     actor = Actor(tenant_id=tenant_id, type="system")
-    if sid is None:
-        assert subject is not None  # verify_logout_token: sub or sid
-        return await disconnect_account(conn, actor, account_id=subject, client_id=None, now=now,
-                                        via="oidc_backchannel_logout")
-    return await _end_idp_session(conn, actor, idp_session_hash(meta.issuer, sid), account_id=subject, now=now)
+    async with transaction(pool) as conn:
+        if sid is None:
+            assert subject is not None  # verify_logout_token: sub or sid
+            return await disconnect_account(conn, actor, account_id=subject, client_id=None, now=now,
+                                            via="oidc_backchannel_logout")
+        return await _end_idp_session(conn, actor, idp_session_hash(meta.issuer, sid), account_id=subject, now=now)
 
 
 async def _end_idp_session(conn: asyncpg.Connection, actor: Actor, idp_session: str, *, account_id: str | None,

@@ -195,13 +195,14 @@ async def _take_pending(redis: aioredis.Redis, tenant_id: str, state: str) -> _P
     return None if raw is None else msgspec.json.decode(raw, type=_Pending)
 
 
-async def finish_oidc_login(conn: asyncpg.Connection, kek: Kek, login: LoginConnection, *, tenant_id: str,
+async def finish_oidc_login(pool: asyncpg.Pool, kek: Kek, login: LoginConnection, *, tenant_id: str,
                             params: Mapping[str, str], flow_id: str, redirect_uri: str, now: int,
                             fetcher: SafeFetcher, redis: aioredis.Redis) -> OidcAccount:
     """Check the IdP's redirect to ``redirect_uri`` and return the account it vouches for.
 
     Args:
-        conn: Reads the client secret.
+        pool: Reads the client secret or key (a connection is held only for that, never
+            while the IdP is being waited for).
         kek: Opens it.
         login: The tenant's current ``oidc`` connection.
         tenant_id: The tenant.
@@ -238,9 +239,10 @@ async def finish_oidc_login(conn: asyncpg.Connection, kek: Kek, login: LoginConn
     code = params.get("code")
     if not code or len(code) > 2048:
         raise OidcLoginFailed(OidcFailure.NO_CODE)
-    secret = await load_client_secret(conn, kek, tenant_id)
-    client_key = (await load_client_key(conn, kek, tenant_id, now=datetime.fromtimestamp(now, UTC))
-                  if login.token_endpoint_auth_method == "private_key_jwt" else None)
+    async with pool.acquire() as conn:
+        secret = await load_client_secret(conn, kek, tenant_id)
+        client_key = (await load_client_key(conn, kek, tenant_id, now=datetime.fromtimestamp(now, UTC))
+                      if login.token_endpoint_auth_method == "private_key_jwt" else None)
     tokens = await _redeem(meta, login, secret or "", code=code, verifier=pending.verifier,
                            redirect_uri=redirect_uri, fetcher=fetcher, client_key=client_key, now=now)
     id_token, access_token = tokens.get("id_token"), tokens.get("access_token")

@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any
 
 import structlog
-from frontdoor_core.db import transaction
 from frontdoor_sessions import await_streams
 from frontdoor_sessions.oidc_backchannel_logout import LogoutRefused, backchannel_logout
 from litestar import Request, Response, post
@@ -50,9 +49,8 @@ async def oidc_backchannel_logout(slug: FromPath[str], request: Request[Any, Any
     if not isinstance(token, str) or not token or len(token) > _MAX_TOKEN:
         return _refused("logout_token is required.")
     try:
-        async with transaction(ctx.pool) as conn:
-            done = await backchannel_logout(conn, login, tenant_id=tenant.tenant_id, token=token, now=ctx.now(),
-                                            fetcher=ctx.fetcher, redis=ctx.redis)
+        done = await backchannel_logout(ctx.pool, login, tenant_id=tenant.tenant_id, token=token, now=ctx.now(),
+                                        fetcher=ctx.fetcher, redis=ctx.redis)
     except LogoutRefused as exc:
         _log.warning("oidc_logout_refused", tenant_id=tenant.tenant_id, reason=exc.reason)
         return _refused("The logout token is not valid.")

@@ -51,10 +51,9 @@ async def oidc_callback(slug: FromPath[str], request: Request[Any, Any, Any], st
     query = request.query_params
     params = {name: str(query[name])[:4096] for name in _PARAMETERS if name in query}
     try:
-        async with ctx.pool.acquire() as conn:
-            vouched = await finish_oidc_login(conn, ctx.kek, login, tenant_id=tenant.tenant_id, params=params,
-                                              flow_id=flow_id, redirect_uri=oidc_redirect_uri(tenant),
-                                              now=int(ctx.now().timestamp()), fetcher=ctx.fetcher, redis=ctx.redis)
+        vouched = await finish_oidc_login(ctx.pool, ctx.kek, login, tenant_id=tenant.tenant_id, params=params,
+                                          flow_id=flow_id, redirect_uri=oidc_redirect_uri(tenant),
+                                          now=int(ctx.now().timestamp()), fetcher=ctx.fetcher, redis=ctx.redis)
     except Unavailable:
         raise
     except OidcLoginDenied as exc:
