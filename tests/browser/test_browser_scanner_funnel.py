@@ -34,7 +34,7 @@ from tests.support.dns_server import LocalDNS
 from tests.support.mock_web import MockWeb
 
 pytestmark = pytest.mark.browser
-DOCS = "https://frontdoor.dev/docs/"
+DOCS = "https://docs.frontdoor.test/docs/"  # FRONTDOOR_DOCS_BASE_URL of the console under test
 
 
 def _free_port() -> int:
@@ -77,7 +77,8 @@ async def scan_site(settings: Settings, migrated: str, clock: ShiftableClock, sc
     import uvicorn
     from frontdoor_console.app import create_app
 
-    tuned = msgspec.structs.replace(settings, scanner_rate_limit=100_000, scanner_target_rate_limit=100_000)
+    tuned = msgspec.structs.replace(settings, scanner_rate_limit=100_000, scanner_target_rate_limit=100_000,
+                                    docs_base_url=DOCS)
     app = create_app(tuned, clock=clock, fetcher=SafeFetcher(transport=scan_web),
                      scanner_fetcher=SafeFetcher(scanner_policy(), transport=scan_web))
     port = _free_port()

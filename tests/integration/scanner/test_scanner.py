@@ -119,7 +119,23 @@ async def test_a_broken_domain_gets_each_finding_with_its_fix(
     assert by_code["unreachable"]["source"] == "listings"
     page = (await scanner.get(f"/scan/{domain}")).text
     assert 'data-ok="false"' in page and 'data-finding="domain_mismatch"' in page
-    assert "https://frontdoor.dev/docs/scanner.md#cache-disabled" in page
+    # No FRONTDOOR_DOCS_BASE_URL (the default): the page names the doc, it links nowhere.
+    assert 'data-doc="scanner.md#cache-disabled"' in page and "<code>docs/scanner.md#cache-disabled</code>" in page
+    assert "frontdoor.dev/docs" not in page and 'href="scanner.md' not in page
+
+
+async def test_findings_link_to_the_configured_docs_base_url(
+    settings: Settings, clock: ShiftableClock, web: MockWeb, scan_web: MockWeb, migrated: str,
+) -> None:
+    domain = f"{unique('nodoc-')}.example.com"  # nothing served: not_found, documented in poppy-json.md
+    base = "https://docs.frontdoor.test/frontdoor/docs/"
+    async for client in scanner_client(settings, clock, SafeFetcher(scanner_policy(), transport=scan_web), web,
+                                       scanner_rate_limit=100, docs_base_url=base):
+        page = (await client.get(f"/scan/{domain}")).text
+        assert 'data-finding="not_found"' in page
+        assert f'<a href="{base}poppy-json.md#publish-check-findings" data-doc="poppy-json.md#publish-check-findings">' \
+            in page
+        assert f'<a href="{base}scanner.md" data-doc="scanner.md">How the scanner works</a>' in page
 
 
 async def test_a_domain_whose_issuer_does_not_list_it(

@@ -189,6 +189,16 @@ def test_trailing_slash_is_refused(var: str, env: str, suffix: str) -> None:
         load_settings({"FRONTDOOR_ENV": env, **HTTPS_URLS, var: HTTPS_URLS[var] + suffix})
 
 
+def test_docs_base_url_is_empty_or_an_https_folder() -> None:
+    """FRONTDOOR_DOCS_BASE_URL: findings link to {it}{page}#{anchor}, so it ends in '/'."""
+    assert load_settings({}).docs_base_url == ""
+    ok = "https://docs.example.com/frontdoor/docs/"
+    assert load_settings({"FRONTDOOR_ENV": "production", **HTTPS_URLS, "FRONTDOOR_DOCS_BASE_URL": ok}).docs_base_url == ok
+    for bad in ("https://docs.example.com/docs", "http://docs.example.com/docs/", "docs/"):
+        with pytest.raises(SettingsError, match=r"^FRONTDOOR_DOCS_BASE_URL"):
+            load_settings({"FRONTDOOR_ENV": "production", **HTTPS_URLS, "FRONTDOOR_DOCS_BASE_URL": bad})
+
+
 def test_nameservers() -> None:
     s = load_settings({"FRONTDOOR_DNS_NAMESERVERS": "1.2.3.4:5353,[::1]:53,9.9.9.9"})
     assert s.nameservers() == [("1.2.3.4", 5353), ("::1", 53), ("9.9.9.9", 53)]

@@ -64,6 +64,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     scanner_rate_limit: Annotated[int, _doc("Fresh scans the public domain scanner runs per client network (an IPv4 address, or an IPv6 /64) per hour; cached results do not count.")] = 20
     scanner_target_rate_limit: Annotated[int, _doc("Requests the public domain scanner sends to one host per minute, all scans and clients together, so it cannot be used to flood a third party.")] = 30
     scanner_cache_ttl: Annotated[timedelta, _doc("How long a scan result is kept (in Redis) and served to anyone opening the same `/scan/{domain}` before the domain is fetched again.")] = timedelta(minutes=5)
+    docs_base_url: Annotated[str, _doc("Where this repository's `docs/` are published, ending in `/` (for example your code host's view of the `docs/` folder): the public scanner's and the agent simulator's findings link to `{this}scanner.md#cache-disabled` and the like. The console does not serve the docs itself; empty (the default) names the page (`docs/scanner.md#cache-disabled`) without a link, so no finding ever links to a page that is not there.")] = ""
     console_port: Annotated[int, _doc("`make run`: console port on 127.0.0.1 (and its base URL, unless `FRONTDOOR_CONSOLE_BASE_URL` is set).")] = 8000
     issuer_port: Annotated[int, _doc("`make run`: issuer port (and its base URL, unless `FRONTDOOR_ISSUER_BASE_URL` is set).")] = 8001
     ledger_port: Annotated[int, _doc("`make run`: ledger port (and its base URL, unless `FRONTDOOR_LEDGER_BASE_URL` is set).")] = 8002
@@ -228,6 +229,9 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
         raise SettingsError(f"{ENV_NAMES['issuer_workers']}: not a number of workers (0: one per CPU)")
     if not 0 <= settings.metrics_port <= 65535:
         raise SettingsError(f"{ENV_NAMES['metrics_port']}: not a port (0 turns the listener off)")
+    if settings.docs_base_url and not (settings.docs_base_url.endswith("/")
+                                       and _public_url_ok(settings.docs_base_url, dev=settings.is_dev)):
+        raise SettingsError(f"{ENV_NAMES['docs_base_url']}: an https:// URL ending in '/', or empty")
     for name in ("issuer_base_url", "console_base_url", "ledger_base_url"):
         url = getattr(settings, name)
         if url.endswith("/"):

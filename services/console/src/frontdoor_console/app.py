@@ -38,6 +38,7 @@ from litestar.template.config import TemplateConfig
 from .access import role_guard
 from .context import ConsoleContext
 from .http import api_keys, audit_log, deps, issuer, signup
+from .http.conversation_stream import ConversationStreams
 
 __all__ = ["create_app"]
 
@@ -82,6 +83,8 @@ def _template_globals(settings: Settings) -> Callable[[JinjaTemplateEngine], Non
     def install(engine: JinjaTemplateEngine) -> None:
         # Every list of agents marks the dashboard's agent simulator (issue #19 §1).
         engine.engine.globals["is_simulator"] = partial(is_simulator, settings.console_base_url)
+        # Findings link to the docs where the operator publishes them (the console serves none).
+        engine.engine.globals["docs_base"] = settings.docs_base_url
 
     return install
 
@@ -110,9 +113,12 @@ def create_app(
         app.state.ctx = ctx
         app.state.pool = rt.pool
         app.state.redis = rt.redis
+        app.state.conversation_streams = streams = ConversationStreams(rt.redis)  # the inbox's live streams
+        await streams.start()
         try:
             yield
         finally:
+            await streams.stop()
             await rt.close()
 
     configure_logging(level=settings.log_level, fmt=settings.log_format)

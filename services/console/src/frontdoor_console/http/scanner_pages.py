@@ -34,9 +34,8 @@ from ..context import ConsoleContext
 from .deps import ctx_of, rate_limit
 from .problems import PUBLIC_PROBLEMS
 
-__all__ = ["DOCS_BASE", "routes", "scan"]
+__all__ = ["routes", "scan"]
 
-DOCS_BASE: Final = "https://frontdoor.dev/docs/"
 _RESULT_KEY: Final = "scan:result:v1:"
 _LOCK_KEY: Final = "scan:lock:"
 _LOCK_S: Final = 30
@@ -103,7 +102,7 @@ async def scan(ctx: ConsoleContext, request: Request[Any, Any, Any], raw: str) -
 
 
 def _page(status: int, **context: Any) -> Template:
-    return Template("scan.html", status_code=status, context={"docs": DOCS_BASE, "value": "", **context},
+    return Template("scan.html", status_code=status, context={"value": "", **context},
                     headers={"Cache-Control": "no-store"})
 
 

@@ -25,7 +25,6 @@ from ..access import PUBLIC, opt
 from ..simulator import LISTED, get_run, latest_runs, load_identity, record_run, register_client_id, simulate, status_of
 from .deps import ctx_of
 from .page import EXCEPTION_HANDLERS, Console, provide_console
-from .scanner_pages import DOCS_BASE
 
 __all__ = ["public_routes", "router"]
 
@@ -42,7 +41,7 @@ async def _identity(state: State, tenant_id: str, slug: str) -> Any:
 async def _page(console: Console, state: State, identity: Any, **context: Any) -> Template:
     async with ctx_of(state).pool.acquire() as conn:
         runs = await latest_runs(conn, console.tenant.id, limit=LISTED)
-    return console.page("simulator.html", nav="simulator", identity=identity, docs=DOCS_BASE, runs=runs,
+    return console.page("simulator.html", nav="simulator", identity=identity, runs=runs,
                         listed=LISTED, status_of=status_of, **{"steps": None, "run_id": None, **context})
 
 
@@ -75,7 +74,7 @@ async def simulator_run(run_id: FromPath[str], console: Console, state: State) -
         run = await get_run(conn, console.tenant.id, run_id[:64])
     if run is None:
         raise NotFound("not_found", "No such simulator run.")
-    return console.page("simulator_run.html", nav="simulator", run=run, docs=DOCS_BASE)
+    return console.page("simulator_run.html", nav="simulator", run=run)
 
 
 async def _public_identity(state: State, slug: str) -> Any:
