@@ -4,7 +4,8 @@ the simulator in every list of agents (issue #19 §1: "excluded from metering an
 One tenant, one real agent Session and one simulator Session, both started over the wire
 at the issuer: the funnel (live, after the rollup, the CSV) and the usage billing counts
 (``GET /api/v1/billing``) count 1; the agents page and the Sessions list show the badge on
-the simulator only. Sign-ins and operations under the simulator's client_id are left out too.
+the simulator only (the Operations and Feedback lists too). Sign-ins and operations under the
+simulator's client_id are left out too.
 """
 
 from __future__ import annotations
@@ -98,3 +99,7 @@ async def test_the_simulator_counts_nowhere_and_is_marked_in_the_lists(
     assert _badged(agents, simulator) and not _badged(agents, agent.client_id)
     listed = (await console.get("/sessions")).text
     assert _badged(listed, simulator) and not _badged(listed, agent.client_id)
+    operations = (await console.get("/operations")).text
+    assert _badged(operations, simulator) and not _badged(operations, agent.client_id)
+    feedback = (await console.get("/feedback")).text  # the run's request after revocation was a feedback report
+    assert _badged(feedback, simulator)
