@@ -157,3 +157,15 @@ async def test_an_api_that_cannot_be_reached_is_a_finding(
     r = await run(console, tenant)  # nothing serves the OpenAPI document: 404
     assert steps(r.text)["api"] == "no" and codes(r.text) == ["not_found"]
     assert f"{origin}/openapi.json" in _step(r.text, "api")
+
+
+async def test_an_openapi_document_too_large_to_read_is_informational(
+    console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], tenant: TenantHandle, dns: LocalDNS, web: MockWeb,
+) -> None:
+    origin = await _company(console, issuer, tenant, dns, web, [{"type": "openapi", "url": "{origin}/openapi.json",
+                                                                  "description": "Items"}])
+    web.serve(f"{origin}/openapi.json", body=b'{"openapi": "3.1.0", "x": "' + b"a" * 200_000 + b'"}')
+    r = await run(console, tenant)
+    ran = steps(r.text)
+    assert ran["api"] == "skipped" and ran["revoke"] == "yes" and codes(r.text) == []
+    assert "larger than the simulator reads" in _step(r.text, "api")

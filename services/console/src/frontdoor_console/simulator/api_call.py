@@ -20,7 +20,7 @@ import json
 from typing import Any, Final
 from urllib.parse import urljoin
 
-from frontdoor_core.outbound import FetchError, FetchResult
+from frontdoor_core.outbound import FetchError, FetchErrorCode, FetchResult
 
 from .agent import SimulatorAgent, error_of
 from .challenge import parse_challenges
@@ -108,7 +108,15 @@ def _failed_fetch(step: Step, exc: FetchError, what: str) -> None:
 
 
 async def _call_openapi(step: Step, agent: SimulatorAgent, url: str, token: str) -> None:
-    listing = await agent.http.fetch(url)
+    try:
+        listing = await agent.http.fetch(url)
+    except FetchError as exc:
+        if exc.code != FetchErrorCode.TOO_LARGE:
+            raise
+        # Agents read large documents; the simulator reads 100 KB at most (the SSRF-safe budget).
+        step.summary = (f"Your OpenAPI document at {url} is larger than the simulator reads "
+                        f"({exc}), so it called no operation; list an MCP server first to have one called.")
+        return
     target = first_operation(_json(listing.body), listing.final_url)
     if target is None:
         step.ok = False
