@@ -20,6 +20,7 @@ import contextlib
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -332,9 +333,7 @@ async def deliver(
         # claimed (and fail) again after every lease without a trace or an end.
         return await _settle_internal(pool, claimed, policy, clock, exc, started_at=now, on_settle=on_settle)
     headers: dict[str, str] = {}
-    with _tracer.start_as_current_span("webhook.deliver", attributes={
-        "webhook.message_id": claimed.id, "webhook.attempt": claimed.attempt, "frontdoor.tenant_id": claimed.tenant_id,
-    }) as span:
+    with _deliver_span(claimed) as span:
         started_at = clock()
         t0 = time.monotonic()
         response: SenderResponse | None = None
@@ -368,10 +367,28 @@ async def deliver(
                                response=response, error_class=error_class, excerpt=excerpt, headers=headers,
                                on_settle=on_settle)
     DELIVERIES.labels(claimed.purpose, report.state, report.error_class or "none").inc()
-    _log.info("webhook_attempt", message_id=claimed.id, tenant_id=claimed.tenant_id, endpoint_id=claimed.endpoint_id,
-              attempt=claimed.attempt, status=report.status, error_class=report.error_class, state=report.state,
-              duration_ms=duration_ms)
+    # A delivery is already its attempt row and the deliveries metric; at level info, rendering
+    # a line for each (redaction, JSON) cost ~55 µs, a sixth of a delivery's CPU. Debug level
+    # shows them; every other outcome is logged at info as before.
+    log = _log.debug if report.state == "delivered" else _log.info
+    log("webhook_attempt", message_id=claimed.id, tenant_id=claimed.tenant_id, endpoint_id=claimed.endpoint_id,
+        attempt=claimed.attempt, status=report.status, error_class=report.error_class, state=report.state,
+        duration_ms=duration_ms)
     return report
+
+
+def _deliver_span(claimed: ClaimedMessage) -> AbstractContextManager[trace.Span]:
+    """The attempt's span, current while it is sent (its ``traceparent`` goes on the request).
+
+    With no tracer provider installed nothing records spans: the no-op tracer would only hand
+    back the caller's span context, so that context is used as it is (the same
+    ``traceparent``, a caller's trace still flows on) without making a span per attempt.
+    """
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return contextlib.nullcontext(trace.get_current_span())
+    return _tracer.start_as_current_span("webhook.deliver", attributes={
+        "webhook.message_id": claimed.id, "webhook.attempt": claimed.attempt, "frontdoor.tenant_id": claimed.tenant_id,
+    })
 
 
 def _internal_detail(exc: BaseException) -> str:

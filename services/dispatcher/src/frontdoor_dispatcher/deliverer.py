@@ -15,7 +15,8 @@
    (`DeliveryClient`: `SafeFetcher.post`'s rules on a lean HTTP/1.1 client), the
    endpoint's secrets from a short cache (`SecretCache`) and clean ``2xx`` answers
    recorded in batches (`DeliveredBatch`).
-3. At most ``PER_ENDPOINT`` attempts run to one endpoint at once (a semaphore each); a
+3. At most ``PER_ENDPOINT`` attempts run to one endpoint at once (a semaphore each, held
+   from the attempt's start until its POST is answered; recording it does not hold it); a
    claim waiting for its endpoint's turn has its lease renewed before it is sent if less
    than a whole attempt is left of it, so no lease ends while its message is being sent.
 
@@ -33,6 +34,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
@@ -50,7 +52,7 @@ from frontdoor_webhooks.delivery import ClaimedMessage, Throttle, deliver
 from frontdoor_webhooks.delivery_policy import DeliveryPolicy
 from frontdoor_webhooks.messages import NOTIFY_CHANNEL
 from frontdoor_webhooks.rate_windows import PgThrottle
-from frontdoor_webhooks.sender import Sender
+from frontdoor_webhooks.sender import Sender, SenderResponse
 
 from .deliverer_metrics import CLAIM_DELAY, HELD
 from .lanes import Lanes
@@ -68,6 +70,41 @@ NEWEST_EVERY: Final = 0.25
 DUE_CHECK_EVERY: Final = 0.2
 """While claims are held, the next retry's time is read no more often than this."""
 LEASE_SLACK: Final = timedelta(seconds=1)
+
+
+class _Turn:
+    """An attempt's turn at its endpoint (one of the endpoint's ``PER_ENDPOINT`` permits)."""
+
+    __slots__ = ("gate", "held")
+
+    def __init__(self, gate: asyncio.Semaphore) -> None:
+        self.gate = gate
+        self.held = False
+
+    def end(self) -> None:
+        if self.held:
+            self.held = False
+            self.gate.release()
+
+
+class _TurnSender:
+    """The attempt's sender: its endpoint's turn ends as soon as the POST is answered (or fails).
+
+    What follows (recording the attempt, which for a delivery waits for its batch) no longer
+    takes one of the endpoint's permits, so the next claim's POST starts at once.
+    """
+
+    __slots__ = ("_inner", "_turn")
+
+    def __init__(self, inner: Sender, turn: _Turn) -> None:
+        self._inner = inner
+        self._turn = turn
+
+    async def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> SenderResponse:  # noqa: ASYNC109
+        try:
+            return await self._inner.post(url, body, headers, timeout)
+        finally:
+            self._turn.end()
 
 
 class Deliverer:
@@ -158,33 +195,37 @@ class Deliverer:
 
     async def _attempt(self, claimed: ClaimedMessage) -> None:
         lanes = self.lanes
+        gate = lanes.gate(claimed.endpoint_id)
+        turn = _Turn(gate)
         try:
-            async with lanes.gate(claimed.endpoint_id):
-                if self._stopping.is_set():
-                    self._unstarted.append(claimed)
-                    return
-                now = self._clock()
-                if claimed.locked_until - now < self._policy.timeout + LEASE_SLACK:
-                    async with self._pool.acquire() as conn:
-                        renewed = await extend_lease(conn, claimed, now, self._policy.lease)
-                    if renewed is None:
-                        return  # the lease ended and another process took the message
-                    claimed = renewed
-                await self._send(claimed)
+            await gate.acquire()
+            turn.held = True
+            if self._stopping.is_set():
+                self._unstarted.append(claimed)
+                return
+            now = self._clock()
+            if claimed.locked_until - now < self._policy.timeout + LEASE_SLACK:
+                async with self._pool.acquire() as conn:
+                    renewed = await extend_lease(conn, claimed, now, self._policy.lease)
+                if renewed is None:
+                    return  # the lease ended and another process took the message
+                claimed = renewed
+            await self._send(claimed, _TurnSender(self._sender, turn))
         except Exception as exc:  # the lease ends and the message is claimed again
             _log.error("webhook_delivery_error", message_id=claimed.id, error=type(exc).__name__)
         finally:
+            turn.end()
             lanes.release(claimed.tenant_id, claimed.endpoint_id)
             self.attempted += 1
             self._wake.set()
 
-    async def _send(self, claimed: ClaimedMessage) -> None:
+    async def _send(self, claimed: ClaimedMessage, sender: Sender) -> None:
         if claimed.purpose == "perform":
-            await perform_message(self._pool, self._redis, claimed.id, sender=self._sender, kek=self._kek,
+            await perform_message(self._pool, self._redis, claimed.id, sender=sender, kek=self._kek,
                                   clock=self._clock, policy=self._policy, throttle=self._throttle, claimed=claimed,
                                   secrets=self._secrets)
         else:
-            await deliver(self._pool, claimed.id, sender=self._sender, kek=self._kek, clock=self._clock,
+            await deliver(self._pool, claimed.id, sender=sender, kek=self._kek, clock=self._clock,
                           policy=self._policy, throttle=self._throttle, claimed=claimed, secrets=self._secrets,
                           delivered=self._delivered)
 

@@ -4,7 +4,7 @@ A deliverer holds at most ``total`` claimed messages at once (running or waiting
 their endpoint's turn), at most ``per_tenant`` of one tenant's and at most
 ``per_endpoint + per_endpoint_waiting`` of one endpoint's, and runs at most
 ``per_endpoint`` attempts to one endpoint at a time (an `asyncio.Semaphore` per endpoint,
-released as each attempt ends). So a dead endpoint (every attempt waits for the timeout)
+released as each attempt's POST is answered: recording it takes no permit). So a dead endpoint (every attempt waits for the timeout)
 or one tenant's burst holds only its share: an endpoint or tenant at its share is left
 out of the next claim, and other tenants' messages are claimed past it. The waiting
 allowance keeps a busy, healthy endpoint's semaphore fed between two claims.
