@@ -1,10 +1,11 @@
 """The human handoff inbox: hosted conversations answered by the company's people (#16).
 
 ``/conversations``: the views (waiting for a person, with a person, assigned to me, open,
-closed), refreshed every 2 seconds by htmx polling of ``/conversations/rows`` (no SSE
-extension is vendored; a poll is one indexed query). ``/conversations/{id}``: the
-conversation and its transcript (polled through ``/conversations/{id}/live``), and the
-actions: take over (``responder: human``, named by the member's display name), reply,
+closed); their rows come from ``/conversations/rows``, re-fetched when the page's
+Server-Sent Events stream says the tenant's conversations changed (`.conversation_stream`),
+or every 2 seconds where the browser has no EventSource or the stream is refused.
+``/conversations/{id}``: the conversation and its transcript (``/conversations/{id}/live``,
+re-fetched the same way), and the actions: take over (``responder: human``, named by the member's display name), reply,
 hand back to the company's agent, close (confirmed first), assign to a team member.
 ``/conversations/display-name``: the name agents see when this member answers (never
 their email). ``/sessions/{id}/conversations``: the transcripts of a Session's
@@ -12,7 +13,8 @@ conversations, loaded into the Session's page.
 
 The use cases live in `frontdoor_conversations.inbox` (role checks, audit rows); after
 each commit this module publishes the wake-up on Redis, so agents long-polling or
-streaming at the ledger read the change at once. Viewers read only (the app-wide guard,
+streaming at the ledger read the change at once, and so do the dashboard's own streams on
+every console process. Viewers read only (the app-wide guard,
 and `Console.require` here).
 """
 
@@ -34,6 +36,7 @@ from litestar.datastructures import State
 from litestar.params import FromPath, Parameter
 from litestar.response import Redirect, Template
 
+from . import conversation_stream
 from .deps import ctx_of
 from .page import FORM, Console, confirm_page
 
@@ -136,9 +139,12 @@ def _json(value: Any) -> str:
 
 
 async def _changed(state: State, tenant_id: str, *conversation_ids: str | None) -> None:
-    """Wake the agents reading these conversations at the ledger (every process, through Redis)."""
+    """Wake the agents reading these conversations at the ledger and the dashboard's streams
+    (this process's at once, every other process's through Redis)."""
+    streams = conversation_stream.streams_of(state)
     for conversation_id in conversation_ids:
         if conversation_id is not None:
+            streams.wake(tenant_id, conversation_id)
             await publish_changed(ctx_of(state).redis, tenant_id, conversation_id)
 
 
@@ -227,6 +233,7 @@ async def assign(conversation_id: FromPath[str], data: Annotated[AssignForm, FOR
     ctx = ctx_of(state)
     async with transaction(ctx.pool) as conn:
         await inbox.assign(conn, console.actor, conversation_id, data.admin_id[:64] or None, now=ctx.now())
+    await _changed(state, console.tenant.id, conversation_id)  # other members' inbox shows the assignee
     return _back(conversation_id, "assigned")
 
 
@@ -260,5 +267,5 @@ async def session_conversations(session_id: FromPath[str], console: Console, sta
     return Template("_session_conversations.html", context={"transcripts": transcripts, "json_of": _json})
 
 
-routes: list[Any] = [inbox_page, inbox_rows, set_display_name, conversation_page, conversation_live, take_over,
+routes: list[Any] = [*conversation_stream.routes, inbox_page, inbox_rows, set_display_name, conversation_page, conversation_live, take_over,
                      hand_back, reply, close_confirm, close, assign, session_conversations]
