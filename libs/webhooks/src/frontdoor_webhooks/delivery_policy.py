@@ -5,11 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import msgspec
+from frontdoor_core.outbound import OutboundPolicy
 from frontdoor_core.settings import Settings
 
 from .retry_policy import RetryPolicy
 
-__all__ = ["DeliveryPolicy"]
+__all__ = ["DeliveryPolicy", "webhook_outbound_policy"]
 
 _LEASE_MARGIN = timedelta(seconds=30)
 
@@ -52,3 +53,17 @@ class DeliveryPolicy(msgspec.Struct, frozen=True, kw_only=True):
             disable_after=settings.webhook_disable_after,
             lease=settings.webhook_timeout + (settings.webhook_lease_margin or _LEASE_MARGIN),
         )
+
+
+def webhook_outbound_policy(settings: Settings) -> OutboundPolicy:
+    """The outbound rules of every POST to a tenant's webhook endpoint, whichever process sends it
+    (the deliverer, the ledger's perform fast path and first conversation deliveries).
+
+    Tenant endpoints get their own allowlist, ``FRONTDOOR_WEBHOOK_ALLOWLIST``:
+    ``FRONTDOOR_OUTBOUND_ALLOWLIST`` (Frontdoor's own fetches of agent metadata) must never
+    let a tenant's endpoint reach a private network. The total deadline is
+    ``FRONTDOOR_WEBHOOK_TIMEOUT``, so nothing in the client cuts an attempt shorter; connects
+    stay bounded by the policy's ``connect_timeout``.
+    """
+    return OutboundPolicy(allow_http_loopback=settings.is_dev, allowlist=settings.webhook_allowlist_entries(),
+                          total_timeout=settings.webhook_timeout.total_seconds())

@@ -19,6 +19,7 @@ import asyncpg
 from frontdoor_core.db import create_pool
 from frontdoor_core.outbound import OutboundPolicy
 from frontdoor_core.settings import Settings
+from frontdoor_webhooks.delivery_policy import webhook_outbound_policy
 
 __all__ = ["WorkerRuntime", "delivery_outbound_policy", "run", "runtime"]
 
@@ -50,16 +51,8 @@ def _loop() -> asyncio.AbstractEventLoop:
 
 
 def delivery_outbound_policy(settings: Settings) -> OutboundPolicy:
-    """The fetcher policy of deliveries: its total deadline is ``FRONTDOOR_WEBHOOK_TIMEOUT``.
-
-    Each attempt also passes that timeout to `SafeFetcher.post`; the policy's total is the
-    same so nothing in the fetcher cuts an attempt shorter. Connects stay bounded by the
-    policy's ``connect_timeout``.
-    """
-    # Tenant webhooks get their own allowlist: FRONTDOOR_OUTBOUND_ALLOWLIST (Frontdoor's
-    # own fetches) must not let a tenant's endpoint reach a private network.
-    return OutboundPolicy(allow_http_loopback=settings.is_dev, allowlist=settings.webhook_allowlist_entries(),
-                          total_timeout=settings.webhook_timeout.total_seconds())
+    """The fetcher policy of deliveries (`frontdoor_webhooks.delivery_policy.webhook_outbound_policy`)."""
+    return webhook_outbound_policy(settings)
 
 
 async def runtime(settings: Settings) -> WorkerRuntime:

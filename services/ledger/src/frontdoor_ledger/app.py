@@ -37,6 +37,9 @@ from frontdoor_sessions import IssuerKeys
 from frontdoor_sessions.replay_cache import ReplayCache
 from frontdoor_tenancy.credentials.key_encryption import Kek
 from frontdoor_webhooks.backlog import backlog
+from frontdoor_webhooks.delivery_client import DeliveryClient
+from frontdoor_webhooks.delivery_policy import webhook_outbound_policy
+from frontdoor_webhooks.sender import SafeSender
 from litestar import Litestar, Request, Response
 from litestar.exceptions import HTTPException, NotFoundException
 
@@ -95,6 +98,17 @@ async def _sample_backlog(app: Litestar) -> None:
             OUTBOX_DEPTH.labels(table.table).set(await table.depth(conn))
 
 
+def webhook_sender(settings: Settings) -> tuple[SafeSender, DeliveryClient]:
+    """What POSTs to tenants' webhook endpoints from the ledger (the perform fast path, first
+    conversation deliveries), and its connections (closed at shutdown).
+
+    The deliverer's client under the webhook rules (``FRONTDOOR_WEBHOOK_ALLOWLIST``, never the
+    outbound allowlist of Frontdoor's own fetches of agent metadata), over kept-alive connections.
+    """
+    client = DeliveryClient(webhook_outbound_policy(settings), max_connections=32)
+    return SafeSender(client), client
+
+
 def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any = None,
                runtime: Runtime | None = None) -> Litestar:
     """Build the ledger app.
@@ -123,8 +137,9 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
                                      ttl=settings.billing_standing_cache,
                                      retry_after=max(1, int(settings.billing_sessions_retry_after.total_seconds())))
         ctx.delegated_callers = delegated_callers(ctx, admission=admission.refused)  # PAP 1.0 (ADR 0004 §9)
-        ctx.performer = Performer(ctx, fetcher=the_fetcher, kek=kek)
-        conversations = ConversationsHub(ctx, fetcher=the_fetcher, kek=kek)
+        sender, webhooks = webhook_sender(settings) if fetcher is None else (None, None)
+        ctx.performer = Performer(ctx, fetcher=the_fetcher, kek=kek, sender=sender)
+        conversations = ConversationsHub(ctx, fetcher=the_fetcher, kek=kek, sender=sender)
         await conversations.start()
         app.state.conversations = conversations  # hosted conversations (PAP §7)
         app.state.ctx = ctx
@@ -135,6 +150,8 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
         finally:
             await ctx.performer.close()
             await conversations.close()
+            if webhooks is not None:
+                await webhooks.aclose()
             await waiters.stop()
             if runtime is None:
                 await rt.close()
