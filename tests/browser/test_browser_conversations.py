@@ -4,8 +4,9 @@ An agent with a real Session (the issuer in-process) talks to the real ledger's 
 conversation endpoint and asks for a person; the conversation turns up in the admin's
 inbox without a reload; the admin assigns it to a colleague, takes it over and answers;
 the agent reads ``responder: human``, the name it was given and the reply, and its next
-message appears in the open transcript without a reload. A viewer reads the same
-conversation and is offered no action.
+message appears in the open transcript without a reload. Both pages are live over their
+Server-Sent Events stream, not the 2 s poll: while the stream is open and nothing changes,
+no fragment is fetched. A viewer reads the same conversation and is offered no action.
 """
 
 from __future__ import annotations
@@ -92,8 +93,21 @@ async def test_an_agent_asks_for_a_person_and_an_admin_answers(
     me = Caller(live_ledger, f"{browser_settings.ledger_base_url}/{slug}/conversations", agent,
                 started.json()["access_token"])
 
+    fetched: list[str] = []
+    page.on("request", lambda request: fetched.append(request.url))
+
+    def count(suffix: str) -> int:
+        return sum(1 for url in fetched if url.split("?")[0].endswith(suffix))
+
     await page.click("nav >> text=Conversations")
     await expect(page.locator("#conversation-rows")).to_contain_text("No conversations here")
+    # The stream is open, and it replaced the poll: over three poll periods without a change,
+    # the rows are not fetched (a deliberate observation window, not a wait for something).
+    await expect(page.locator("#conversation-rows[data-stream-open]")).to_have_count(1)
+    await page.wait_for_timeout(300)  # the refresh the stream's opening asks for
+    quiet = count("/conversations/rows")
+    await page.wait_for_timeout(6500)
+    assert count("/conversations/rows") == quiet, "the inbox polled while its stream was open"
     r = await me.say("", "My parcel never arrived.")
     assert r.status_code == 201, r.text
     cid = r.json()["conversation_id"]
@@ -102,6 +116,7 @@ async def test_an_agent_asks_for_a_person_and_an_admin_answers(
     # The inbox's list refreshes by itself: the queued conversation arrives without a reload.
     row = page.locator(f"tr[data-conversation='{cid}']")
     await expect(row).to_contain_text("queued", timeout=8000)
+    assert count("/conversations/rows") > quiet  # fetched because the stream said so
 
     await row.locator(f"a[href='/conversations/{cid}']").click()
     await expect(page.locator("#conversation-status")).to_have_text("queued")
@@ -123,10 +138,16 @@ async def test_an_agent_asks_for_a_person_and_an_admin_answers(
     replies = [e["message"] for e in page_of_events["events"]
                if e["type"] == "message" and e["message"]["role"] == "company"]
     assert [(m["sender"], m["text"]) for m in replies] == [("human", "Sorry about that: a new parcel leaves today.")]
-    # The agent answers back; the open transcript shows it without a reload.
+    # The agent answers back; the open transcript shows it without a reload, and without a poll.
+    await expect(page.locator("#conversation-live[data-stream-open]")).to_have_count(1)
+    await page.wait_for_timeout(300)
+    quiet = count("/live")
+    await page.wait_for_timeout(4500)
+    assert count("/live") == quiet, "the transcript polled while its stream was open"
     r = await me.say(f"/{cid}/messages", "Thank you, that works.")
     assert r.status_code == 202, r.text
     await expect(page.locator("#conversation-live")).to_contain_text("Thank you, that works.", timeout=8000)
+    assert count("/live") > quiet
 
     # A viewer reads the inbox and the transcript and is offered nothing to do.
     viewing = await browser.new_context(base_url=live_console, viewport={"width": 1280, "height": 860})
