@@ -100,3 +100,12 @@ def test_conversation_delta_key_is_tagged_by_tenant() -> None:
     """The delta list's MULTI (RPUSH, LTRIM, EXPIRE) touches one key; PUBLISH has none."""
     key = wakeups._delta_key("ten_1", "msg_1")
     assert key_slot(key) == key_slot("{ten_1}")
+
+
+@pytest.mark.parametrize("tenant_id", TENANTS)
+def test_console_stream_leases_share_a_slot(tenant_id: str) -> None:
+    """The inbox streams' lease MULTI touches the member's and the tenant's set together."""
+    from frontdoor_console.http.conversation_stream import ConversationStreams
+
+    member, tenant = ConversationStreams._lease_keys(tenant_id, "adm_01J")
+    assert member != tenant and key_slot(member) == key_slot(tenant) == key_slot(shard(tenant_id))
