@@ -43,7 +43,7 @@ POLICY = OutboundPolicy(allow_http_loopback=True)
 SECRET = "idp-secret-" + secrets.token_urlsafe(24)
 PREFIX = f"oidc{secrets.token_hex(3)}-"
 _slugs = itertools.count()
-SLUGS = [f"{PREFIX}{i}" for i in range(40)]
+SLUGS = [f"{PREFIX}{i}" for i in range(80)]
 
 
 def _clients() -> list[dict[str, Any]]:
