@@ -11,10 +11,12 @@ no fragment is fetched. A viewer reads the same conversation and is offered no a
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 from frontdoor_core.ids import new_id
 from frontdoor_core.settings import Settings
@@ -164,3 +166,32 @@ async def test_an_agent_asks_for_a_person_and_an_admin_answers(
         await expect(other.locator("button:has-text('Take over')")).to_have_count(0)
     finally:
         await viewing.close()
+
+
+async def test_a_refused_stream_falls_back_to_polling(context: Any, live_console: str) -> None:
+    """With the member's streams all open elsewhere, the page's stream is 429 and the list polls."""
+    page = await context.new_page()
+    _, email = await _sign_up(page)
+    await _sign_in(page, email)
+    cookie = "; ".join(f"{c['name']}={c['value']}" for c in await context.cookies() if c["name"] == "fd_session")
+    assert cookie
+    fetched: list[str] = []
+    page.on("request", lambda request: fetched.append(request.url))
+    async with contextlib.AsyncExitStack() as stack:
+        client = await stack.enter_async_context(httpx.AsyncClient(base_url=live_console,
+                                                                   timeout=httpx.Timeout(10, read=None)))
+        for _ in range(4):  # the member's allowance, held by "other tabs"
+            r = await stack.enter_async_context(client.stream("GET", "/conversations/stream",
+                                                              headers={"Cookie": cookie}))
+            assert r.status_code == 200
+        refused = await client.get("/conversations/stream", headers={"Cookie": cookie})
+        assert refused.status_code == 429
+        await page.goto("/conversations")
+        await expect(page.locator("#conversation-rows")).to_contain_text("No conversations here")
+        rows = page.locator("#conversation-rows")
+        await expect(rows).to_have_attribute("hx-trigger", "every 2s")  # back to the poll
+        await expect(page.locator("#conversation-rows[data-stream-open]")).to_have_count(0)
+        began = sum(1 for url in fetched if "/conversations/rows" in url)
+        await page.wait_for_timeout(4500)  # two poll periods
+        assert sum(1 for url in fetched if "/conversations/rows" in url) >= began + 2
+        await page.close()

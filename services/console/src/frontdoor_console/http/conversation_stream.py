@@ -49,7 +49,8 @@ from .page import Console
 
 __all__ = ["MEMBER_STREAMS", "TENANT_STREAMS", "ConversationStreams", "routes", "streams_of"]
 
-MEMBER_STREAMS: Final = 8
+MEMBER_STREAMS: Final = 4
+"""A browser opens at most 6 HTTP/1.1 connections to one origin: beyond 4 tabs, pages poll and 2 stay free."""
 TENANT_STREAMS: Final = 200
 LIFETIME_SECONDS: Final = 300.0
 HEARTBEAT_SECONDS: Final = 15.0
