@@ -136,13 +136,22 @@ def bare_verifies(setup: Setup, proof: str) -> Callable[[int], Any]:
     return run
 
 
-def resource_checks(setup: Setup, headers: list[list[tuple[str, str]]]) -> Callable[[int], Any]:
-    """(b): the stateless checks of one request, a fresh proof each time."""
+def resource_checks(setup: Setup, headers: list[list[tuple[str, str]]], *, remember: bool = True
+                    ) -> Callable[[int], Any]:
+    """(b): the stateless checks of one request, a fresh proof each time.
+
+    As the sdk runs them (``remember``): the Session Token's signature, the same on every
+    request of its Session, is verified once (`VerifiedSignatures`); its claims and each
+    proof every time. (b0), ``remember=False``: both signatures on every request.
+    """
+    from frontdoor_protocol import VerifiedSignatures
     from frontdoor_protocol.resource_request import verify_resource_request
+
+    signatures = VerifiedSignatures() if remember else None
 
     def run(i: int) -> None:
         verify_resource_request(method="GET", url=API_URL, headers=headers[i % len(headers)], keys=setup.keys,
-                                issuer=setup.issuer, now=int(time.time()))
+                                issuer=setup.issuer, now=int(time.time()), signatures=signatures)
 
     return run
 
@@ -225,6 +234,7 @@ async def measure(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
     headers = [[("authorization", f"DPoP {setup.token}"), ("dpop", p)] for p in proofs]
 
     a = summarize(time_each(bare_verifies(setup, proofs[0]), args.iterations, args.warmup))
+    b0 = summarize(time_each(resource_checks(setup, headers, remember=False), args.iterations, args.warmup))
     b = summarize(time_each(resource_checks(setup, headers), args.iterations, args.warmup))
 
     errors: list[str] = []
@@ -245,7 +255,7 @@ async def measure(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
     await setup.http.aclose()
     baseline = {f"c_{name}": {"c": run[0], "cpu_ms_per_state_check": run[1], "c_minus_b_p50_ms": run[0].p50_ms - b.p50_ms,
                               "c_minus_b_p99_ms": run[0].p99_ms - b.p99_ms} for name, run in runs.items()}
-    return {"a": a, "b": b, "c": c, "g": g, "g_state": g_state, "g_minus_b_p50_ms": g.p50_ms - b.p50_ms, "errors": len(errors), "error_samples": errors, "state_via": via,
+    return {"a": a, "b0": b0, "b": b, "c": c, "g": g, "g_state": g_state, "g_minus_b_p50_ms": g.p50_ms - b.p50_ms, "errors": len(errors), "error_samples": errors, "state_via": via,
             "cpu_ms_per_state_check": cpu, "state_clients": baseline, "state_client": primary,
             "ratio_b_a": b.p50_ms / a.p50_ms, "c_minus_b_p50_ms": c.p50_ms - b.p50_ms,
             "c_minus_b_p99_ms": c.p99_ms - b.p99_ms}
@@ -348,7 +358,11 @@ def report(r: dict[str, Any]) -> None:
     c: Summary = r["c"]
     print("sdk_verify  (per request, one at a time, in this process)")
     print(f"  (a) bare ES256 verifies (token + proof) : {a.line()}")
+    if "b0" in r:
+        print(f"  (b0) verify_resource_request, uncached  : {r['b0'].line()}")
     print(f"  (b) verify_resource_request (crypto)    : {b.line()}")
+    print("      (b) verifies the Session Token's signature once (VerifiedSignatures), its claims and every")
+    print("      proof each time, as the sdk does; (b0) verifies both signatures on every request")
     print(f"  (c) FrontdoorVerifier.verify + state    : {c.line()}")
     print(f"      state from {r['state_via']}; refusals {r['errors']}")
     print("      CPU per request in (c): " + _cpu_line(r["cpu_ms_per_state_check"]))

@@ -75,6 +75,7 @@ from frontdoor_protocol.session_token import (
     verify_session_token,
 )
 from frontdoor_protocol.strict_json import MalformedJSON, MalformedReason, loads, loads_object
+from frontdoor_protocol.verified_signatures import VerifiedSignatures
 
 __all__ = [
     "ASYMMETRIC_JWS_ALGORITHMS",
@@ -257,6 +258,7 @@ __all__ += [
     "MissingToken",
     "RequestHeaders",
     "VerifiedCaller",
+    "VerifiedSignatures",
     "authorization_credential",
     "header_values",
     "verify_resource_request",

@@ -40,6 +40,7 @@ from frontdoor_protocol.errors import ChallengeScheme, ErrorCode, ProtocolError
 from frontdoor_protocol.http_target_uri import htu_normalize
 from frontdoor_protocol.jws_algorithm import REQUIRED_DPOP_ALGORITHM
 from frontdoor_protocol.session_token import SessionTokenClaims, verify_session_token
+from frontdoor_protocol.verified_signatures import VerifiedSignatures
 
 __all__ = [
     "AUTH_SCHEMES",
@@ -181,6 +182,7 @@ def verify_resource_request(
     require_nonce: bool = False,
     iat_window: tuple[int, int] = DEFAULT_DPOP_IAT_WINDOW,
     allowed_algs: Collection[str] = (REQUIRED_DPOP_ALGORITHM,),
+    signatures: VerifiedSignatures | None = None,
 ) -> VerifiedCaller:
     """Run the stateless checks of one protected-resource request; see the module docstring.
 
@@ -199,6 +201,8 @@ def verify_resource_request(
         require_nonce: Whether a proof must carry one of them (``use_dpop_nonce``).
         iat_window: Seconds a proof's ``iat`` may be before and after ``now``.
         allowed_algs: The DPoP algorithms the resource accepts (ES256 always).
+        signatures: Session Tokens whose signature already verified against ``keys``
+            (`VerifiedSignatures`); the proof is always verified.
 
     Returns:
         The token's claims, the scheme and the proof.
@@ -220,7 +224,8 @@ def verify_resource_request(
         raise ProtocolError(ErrorCode.INVALID_TOKEN, "this URL is not the MCP server the token is for")
     if scheme is ChallengeScheme.BEARER and resource_url is None:
         raise ProtocolError(ErrorCode.INVALID_TOKEN, "this endpoint accepts DPoP-bound Session Tokens only")
-    claims = verify_session_token(token, issuer=issuer, keys=keys, now=now, audience=resource_url)
+    claims = verify_session_token(token, issuer=issuer, keys=keys, now=now, audience=resource_url,
+                                  signatures=signatures)
     if scheme is ChallengeScheme.BEARER:
         if claims.cnf is not None:
             raise ProtocolError(ErrorCode.INVALID_TOKEN, "a DPoP-bound token must be sent with the DPoP scheme")

@@ -38,6 +38,7 @@ from frontdoor_protocol.issuer_jwt import (
 )
 from frontdoor_protocol.jwt_assertion import DEFAULT_CLOCK_SKEW
 from frontdoor_protocol.session_assertion import is_user_id
+from frontdoor_protocol.verified_signatures import VerifiedSignatures
 
 __all__ = [
     "MAX_SESSION_TOKEN_LIFETIME",
@@ -157,6 +158,7 @@ def verify_session_token(
     now: int,
     audience: str | None = None,
     skew: int = DEFAULT_CLOCK_SKEW,
+    signatures: VerifiedSignatures | None = None,
 ) -> SessionTokenClaims:
     """Verify a Session Token presented at a resource (RFC 9068 §4, PAP-4.3-10).
 
@@ -173,6 +175,8 @@ def verify_session_token(
             issuer and the token DPoP-bound); an MCP server's ``url`` there (``aud`` and
             ``resource`` must be that ``url``).
         skew: Seconds of clock difference tolerated on ``exp`` and ``iat``.
+        signatures: Tokens whose signature already verified against ``keys``: the signature
+            check is skipped for them, every other check is made (`VerifiedSignatures`).
 
     Returns:
         The token's claims.
@@ -181,7 +185,11 @@ def verify_session_token(
         UnknownKeyId: ``invalid_token``, no key has its ``kid``: refetch the JWKS once.
         ProtocolError: ``invalid_token`` for any other failed check.
     """
-    jws = verify_issuer_jws(token, keys=keys, name=_NAME)
+    jws = signatures.get(token, keys) if signatures is not None else None
+    if jws is None:
+        jws = verify_issuer_jws(token, keys=keys, name=_NAME)
+        if signatures is not None:
+            signatures.put(token, keys, jws)
     claims = decode_issuer_claims(jws, _Payload, issuer=issuer, now=now, skew=skew, name=_NAME,
                                   max_lifetime=MAX_SESSION_TOKEN_LIFETIME)
     if audience is None or audience == issuer:

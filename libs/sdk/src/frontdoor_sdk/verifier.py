@@ -40,6 +40,7 @@ from frontdoor_protocol import (
     SessionTokenClaims,
     UnknownKeyId,
     VerifiedCaller,
+    VerifiedSignatures,
     authorization_credential,
     header_values,
     parse_delegated_request,
@@ -184,6 +185,9 @@ class FrontdoorVerifier:
         )
         self._introspector = Introspector(f"{issuer}/oauth/introspect", credential, per_request, timeout=timeout)
         self._states = StateCache(state_cache_ttl, self._clock)
+        # A Session Token's signature is verified once per JWKS fetch, not on every request
+        # of its Session; its claims and the request's DPoP proof are checked every time.
+        self._signatures = VerifiedSignatures()
         self._signals = (SessionSignals(self._issuer, credential, self._http, self._jwks, self._clock,
                                         max_sessions=max_sessions) if shared_signals else None)
         self._replays: ReplayCache = (
@@ -423,6 +427,7 @@ class FrontdoorVerifier:
                 dpop_nonce=accepted,
                 require_nonce=bool(accepted),
                 allowed_algs=_ALGS,
+                signatures=self._signatures,
             )
         except ValueError:
             # A request URL that is not an absolute http(s) URL (e.g. a bad Host header).
