@@ -269,6 +269,7 @@ class KeepAliveServer:
 
     def __init__(self) -> None:
         self.connections = 0
+        self.closed = 0
         self.requests: list[bytes] = []
         self.answer = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nSet-Cookie: a=b\r\n"
                        b"Content-Length: 2\r\n\r\n{}")
@@ -290,6 +291,7 @@ class KeepAliveServer:
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
+            self.closed += 1
             writer.close()
 
     async def __aenter__(self) -> KeepAliveServer:
@@ -342,11 +344,17 @@ async def test_concurrent_posts_open_at_most_max_connections(plain: KeepAliveSer
 
 
 async def test_idle_connections_expire_and_a_closed_one_is_not_reused(plain: KeepAliveServer) -> None:
-    client = _dev_client(keepalive_expiry=0.2)
+    client = _dev_client(keepalive_expiry=0.3)
     try:
         await client.post(plain.url(), b"{}", headers={})
-        await asyncio.sleep(0.4)
-        await client.post(plain.url(), b"{}", headers={})  # the first connection expired meanwhile
+        await asyncio.sleep(0.15)
+        await client.post(plain.url(), b"{}", headers={})
+        await asyncio.sleep(0.2)  # past the first use's expiry, within the second's
+        await client.post(plain.url(), b"{}", headers={})
+        assert plain.connections == 1
+        await asyncio.sleep(0.5)
+        assert plain.closed == 1  # the idle connection was closed at its expiry, not merely left
+        await client.post(plain.url(), b"{}", headers={})
         assert plain.connections == 2
         plain.answer = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}"
         await client.post(plain.url(), b"{}", headers={})  # answered on the kept one, which then closes
@@ -354,7 +362,7 @@ async def test_idle_connections_expire_and_a_closed_one_is_not_reused(plain: Kee
     finally:
         await client.aclose()
 
-    assert plain.connections == 3 and len(plain.requests) == 4
+    assert plain.connections == 3 and len(plain.requests) == 6
 
 
 async def test_origins_get_their_own_connections_and_the_oldest_is_closed(plain: KeepAliveServer) -> None:

@@ -83,6 +83,7 @@ class _Conn(asyncio.Protocol):
         self.closed = False
         self.error: BaseException | None = None
         self.idle_since = 0.0
+        self.timed = False
         self._waiter: asyncio.Future[None] | None = None
         self._paused = False
         self._drained: asyncio.Future[None] | None = None
@@ -357,15 +358,23 @@ class DeliveryClient:
         return None
 
     def _keep(self, origin: _Origin, conn: _Conn) -> None:
-        conn.idle_since = stamp = time.monotonic()
+        conn.idle_since = time.monotonic()
         origin.idle.append(conn)
+        if not conn.timed:  # one expiry timer per connection, not one per request
+            conn.timed = True
+            asyncio.get_running_loop().call_later(self._keepalive, self._expire, origin, conn)
 
-        def expire() -> None:
-            if conn.idle_since == stamp and conn in origin.idle:
-                origin.idle.remove(conn)
-                conn.close()
-
-        asyncio.get_running_loop().call_later(self._keepalive, expire)
+    def _expire(self, origin: _Origin, conn: _Conn) -> None:
+        conn.timed = False
+        if conn not in origin.idle:
+            return  # in use or closed; kept again, it gets a new timer
+        left = conn.idle_since + self._keepalive - time.monotonic()
+        if left > 0:  # used and kept again since this timer was set
+            conn.timed = True
+            asyncio.get_running_loop().call_later(left, self._expire, origin, conn)
+            return
+        origin.idle.remove(conn)
+        conn.close()
 
     def _evict(self) -> None:
         while len(self._origins) > self._max_origins:
