@@ -1,4 +1,4 @@
-"""Direct Sign-In through the company's OpenID Provider, as a user lives it, in headless Chromium.
+"""Direct and Device Sign-In through the company's OpenID Provider, as a user lives them, in headless Chromium.
 
 The tenant's ``login`` is an ``oidc`` connection to a real ``oidc-provider`` (npm, started by
 the test on loopback); the issuer serves on a real loopback socket (dev mode, as with ``make
@@ -7,7 +7,10 @@ browser: Frontdoor sends it to the IdP's own login page (PKCE S256, ``state``, `
 user signs in and agrees there, the IdP redirects to ``{issuer}/oidc/callback`` (RFC 9207
 ``iss``), Frontdoor's consent page names the account the IdP vouched for, Allow redirects to
 the agent's ``redirect_uri`` with ``code``, ``state`` and ``iss``, and the code redeems into
-the agent's tokens (PAP §4.5). Chromium enforces the pages' Content-Security-Policy on the way.
+the agent's tokens (PAP §4.5). Device Sign-In (PAP §4.6) starts at the verification URL the
+agent shows: the user enters the code, Continue sends the browser to the IdP (the device page's
+``form-action`` must allow that redirect), and after Frontdoor's consent the agent's poll gets
+its tokens. Chromium enforces the pages' Content-Security-Policy on the way.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from tests.browser.test_issuer_sign_in_journeys import (  # noqa: F401 (the fixt
 )
 from tests.conftest import unique
 from tests.integration.conftest import sign_up
+from tests.integration.signin.conftest import resource_credential
 from tests.support.clock import ShiftableClock
 from tests.support.mock_web import MockWeb
 from tests.support.oidc import IdpInternet, OpenIdProvider, new_key
@@ -88,6 +92,7 @@ async def oidc_stage(signin_console: AsyncTestClient[Any], oidc_issuer: IdpInter
     settings = (await signin_console.get("/api/v1/issuer", headers=t.auth)).json()["settings"]
     settings.update(organization_name="Acme", custom_scopes={"orders:read": "See your orders"},
                     direct={"enabled": True, "scopes": ["poppy:read", "orders:read"]},
+                    device={"enabled": True, "scopes": ["poppy:read", "orders:read"]},
                     login={"type": "oidc", "issuer": browser_idp.issuer, "client_id": "fd-browser",
                            "client_secret": SECRET, "token_endpoint_auth_method": "client_secret_basic"})
     r = await signin_console.put("/api/v1/issuer", json=settings, headers=t.auth)
@@ -147,3 +152,64 @@ async def test_direct_sign_in_through_the_idps_login_page(page: Any, oidc_stage:
     assert body["signed_in"] is True and body["scope"] == "orders:read"
     assert body["session_id"] == session_id and body["refresh_token"].startswith("fdat_")
     assert urlsplit(page.url).netloc == urlsplit(stage.agent.redirect_uri).netloc
+
+
+async def _log_in_at_the_idp(tab: Any, idp: OpenIdProvider, login: str) -> None:
+    """The IdP's own pages: its login form, then its consent to Frontdoor's client."""
+    await expect(tab).to_have_url(re.compile(rf"^{re.escape(idp.issuer)}/interaction/"))
+    await expect(tab.locator("h1")).to_have_text("Sign-in")
+    await tab.fill("input[name=login]", login)
+    await tab.fill("input[name=password]", "any password")
+    await tab.click("button:has-text('Sign-in')")
+    await tab.click("button:has-text('Continue')")
+
+
+async def test_device_sign_in_through_the_idps_login_page(page: Any, oidc_stage: Stage,  # noqa: F811
+                                                          browser_idp: OpenIdProvider, oidc_issuer: IdpInternet,
+                                                          signin_console: AsyncTestClient[Any]) -> None:  # noqa: F811
+    stage = oidc_stage
+    credential = await resource_credential(signin_console, stage.tenant)
+    await page.route("https://fonts.googleapis.com/**", lambda route: route.abort())
+    session_id = await stage.session("grace-on-her-phone")
+    started = await stage.device("poppy:read orders:read")
+    pending = await stage.poll(started["device_code"], session_id)
+    assert pending.status_code == 400 and pending.json()["error"] == "authorization_pending", pending.text
+    assert started["verification_uri"] == f"{stage.tenant.issuer}/device"
+
+    at_idp: list[str] = []
+    page.on("request", lambda r: at_idp.append(r.url) if r.url.startswith(f"{browser_idp.issuer}/auth?") else None)
+    refused: list[str] = []  # a CSP violation (the form's redirect to the IdP blocked) shows in the console
+    page.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
+    # The user opens the link the agent showed, on any browser, and types the code it showed.
+    await page.goto(started["verification_uri"])
+    await page.fill("input[name=user_code]", started["user_code"].lower())
+    await page.click("button:has-text('Continue')")
+    # Continue posts to Frontdoor, which redirects the form's POST to the IdP (PKCE S256, state, nonce).
+    await _log_in_at_the_idp(page, browser_idp, "grace")
+    assert len(at_idp) == 1, at_idp
+    sent = {k: v[0] for k, v in parse_qs(urlsplit(at_idp[0]).query).items()}
+    assert sent["client_id"] == "fd-browser" and sent["code_challenge_method"] == "S256"
+    assert sent["redirect_uri"] == f"{stage.tenant.issuer}/oidc/callback" and sent["state"] and sent["nonce"]
+    assert not refused, refused
+    # Back at Frontdoor: its consent page names the account the IdP vouched for, and the code.
+    await expect(page).to_have_url(f"{stage.tenant.issuer}/consent")
+    await expect(page.locator("h1")).to_have_text("Allow Pocket Assistant to act for you?")
+    await expect(page.locator("main")).to_contain_text("grace")
+    await expect(page.locator("main")).to_contain_text(f"code {started['user_code']}")
+    await page.uncheck("input[value='poppy:read']")
+    await page.click("button:has-text('Allow')")
+    await expect(page.locator("h1")).to_have_text("You're connected")
+    assert urlsplit(page.url).netloc == urlsplit(stage.tenant.issuer).netloc
+
+    sent_token = oidc_issuer.token_requests[-1]  # the IdP's code, redeemed with the verifier and the secret
+    assert sent_token.headers["authorization"].startswith("Basic ")
+    assert "code_verifier" in parse_qs(sent_token.content.decode())
+    stage.clock.advance(seconds=6)  # the agent waits its interval before polling again
+    token = await stage.poll(started["device_code"], session_id)
+    assert token.status_code == 200, token.text
+    body = token.json()
+    assert body["signed_in"] is True and body["scope"] == "orders:read" and body["session_id"] == session_id
+    assert body["refresh_token"].startswith("fdat_")
+    seen = await stage.http.post(f"{stage.tenant.issuer}/oauth/introspect", data={"token": body["access_token"]},
+                                 headers={"Authorization": f"Bearer {credential}"})
+    assert seen.status_code == 200 and seen.json()["account"] == "grace", seen.text  # the IdP's sub
