@@ -92,7 +92,8 @@ async def authenticate(ctx: LedgerContext, tenant: LedgerTenant, request: Reques
             keys = await ctx.keys.keyset(conn, tenant.tenant_id, now)
             try:
                 verified = verify_resource_request(method=request.method, url=url, headers=headers, keys=keys,
-                                                   issuer=tenant.issuer, now=int(now.timestamp()))
+                                                   issuer=tenant.issuer, now=int(now.timestamp()),
+                                                   signatures=ctx.signatures)
             except UnknownKeyId:
                 keys = await ctx.keys.keyset(conn, tenant.tenant_id, now, refresh=True)
                 verified = verify_resource_request(method=request.method, url=url, headers=headers, keys=keys,

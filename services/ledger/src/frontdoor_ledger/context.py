@@ -11,6 +11,7 @@ import msgspec
 from frontdoor_core.runtime import Runtime
 from frontdoor_core.settings import Settings
 from frontdoor_operations.settled import OutcomeWaiters, publish_settled
+from frontdoor_protocol import VerifiedSignatures
 from frontdoor_sessions import IssuerKeys
 from frontdoor_sessions.replay_cache import ReplayCache
 from frontdoor_tenancy import tenants
@@ -42,6 +43,9 @@ class LedgerContext:
     agent_keys: Any = None  # PAP 1.0 identity keys (frontdoor_identity.DelegatedKeyDirectory)
     delegated_callers: Any = None  # PAP 1.0 requests (frontdoor_sessions.DelegatedCallers)
     performer: Any = None
+    # Session Tokens whose signature verified against the key set `keys` holds (its claims
+    # and the DPoP proof are checked on every request): one ES256 verify per request, not two.
+    signatures: VerifiedSignatures = field(default_factory=VerifiedSignatures)
     _tenants: dict[str, tuple[float, LedgerTenant | None]] = field(default_factory=dict)
 
     @property
