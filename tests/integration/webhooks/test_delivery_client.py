@@ -398,7 +398,17 @@ async def test_malformed_answers_are_http_errors(plain: KeepAliveServer) -> None
     try:
         for answer in (b"NONSENSE\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
                        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
-                       b"HTTP/1.1 200 OK\r\n bad fold\r\n\r\n"):
+                       b"HTTP/1.1 200 OK\r\n bad fold\r\n\r\n",
+                       # a non-ASCII digit, and more digits than int() takes: refused, never a crash
+                       b"HTTP/1.1 200 OK\r\nContent-Length: \xb2\r\n\r\n",  # latin-1 '\u00b2': str.isdigit() is True
+                       b"HTTP/1.1 200 OK\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\n",
+                       # both framings (RFC 9112 \u00a76.1): refused, the connection never reused
+                       b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n",
+                       # chunk sizes only in hex digits
+                       b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x3\r\nabc\r\n0\r\n\r\n",
+                       b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1_0\r\n" + b"a" * 16 + b"\r\n0\r\n\r\n",
+                       # a status below 100 is not an answer
+                       b"HTTP/1.1 042 Odd\r\nContent-Length: 0\r\n\r\n"):
             plain.answer = answer
             with pytest.raises(FetchError) as caught:
                 await client.post(plain.url(), b"{}", headers={})
@@ -430,3 +440,70 @@ async def test_safe_sender_over_the_client_maps_failures_to_attempt_error_classe
     assert (answer.status, answer.body) == (200, b'{"ok":true}')
     assert timeout.value.error_class is ErrorClass.TIMEOUT
     assert refused.value.error_class is ErrorClass.BLOCKED_ADDRESS
+
+
+class _PlaintextThenTLS:
+    """A hostile origin: writes a forged plaintext answer, then completes a genuine TLS handshake
+    (with a certificate the client trusts) and answers nothing inside TLS."""
+
+    FORGED = b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nFORGED"
+
+    def __init__(self, ca: object) -> None:
+        import threading
+
+        import trustme
+
+        assert isinstance(ca, trustme.CA)
+        self._context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ca.issue_cert("hooks.test").configure_cert(self._context)
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(4)
+        self.port = self._listener.getsockname()[1]
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        try:
+            raw, _ = self._listener.accept()
+        except OSError:
+            return
+        with raw:
+            raw.sendall(self.FORGED)
+            try:
+                with self._context.wrap_socket(raw, server_side=True) as tls:
+                    tls.settimeout(2.0)
+                    tls.recv(65536)  # the request, if the client sent one; never answered
+            except (OSError, ssl.SSLError):
+                pass
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_bytes_sent_before_the_tls_handshake_are_never_read_as_the_answer(server: RouteServer, loop_kind: str) -> None:
+    """Under uvloop (granian's loop for the ledger) the plaintext bytes reached the protocol:
+    they were parsed as a ``200 FORGED`` answer to an https POST."""
+    hostile = _PlaintextThenTLS(server.ca)
+
+    async def attempt() -> FetchError:
+        client = DeliveryClient(_policy(), resolver=MapResolver({"hooks.test": ["127.0.0.1"]}),  # type: ignore[arg-type]
+                                ssl_context=server.client_context())
+        try:
+            with pytest.raises(FetchError) as caught:
+                await client.post(f"https://hooks.test:{hostile.port}/hook", BODY, headers=HEADERS, timeout=1.0)
+            return caught.value
+        finally:
+            await client.aclose()
+
+    try:
+        if loop_kind == "uvloop":
+            import uvloop
+
+            error = uvloop.run(attempt())
+        else:
+            error = asyncio.run(attempt())
+    finally:
+        hostile.close()
+    assert error.code == FetchErrorCode.TLS_ERROR, error

@@ -69,6 +69,8 @@ _RESERVED = frozenset({"host", "content-length", "transfer-encoding", "connectio
 _TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _NO_BODY: Final = frozenset({204, 304})
+_DECIMAL: Final = re.compile(r"[0-9]{1,18}")
+_CHUNK_SIZE: Final = re.compile(rb"[0-9A-Fa-f]{1,16}")
 _CHUNK_LINE_LIMIT: Final = 1024
 _READ_HIGH_WATER: Final = 256 * 1024
 _TARGETS_KEPT: Final = 4096
@@ -399,6 +401,11 @@ class DeliveryClient:
                     if tls is None:
                         raise FetchError(FetchErrorCode.TLS_ERROR, "TLS handshake failed (connection closed)")
                     conn.transport = tls
+                    if conn.buffer:
+                        # Bytes the server (or anyone on the path) sent before or during the
+                        # handshake reached the protocol unencrypted (uvloop hands them over):
+                        # they must never be read as the answer.
+                        raise FetchError(FetchErrorCode.TLS_ERROR, "bytes arrived outside TLS")
         except TimeoutError:
             if conn is not None:
                 conn.close()
@@ -453,6 +460,8 @@ class DeliveryClient:
         if status in _NO_BODY:
             return status, headers, b"", False, keep
         te = headers.get("transfer-encoding")
+        if te is not None and "content-length" in headers:
+            raise _Protocol("both Transfer-Encoding and Content-Length")  # RFC 9112 §6.1: never reused
         if te is not None:
             if _tokens(te) != ["chunked"]:
                 raise _Protocol(f"unsupported transfer-encoding {te!r}")
@@ -461,7 +470,7 @@ class DeliveryClient:
         length = headers.get("content-length")
         if length is not None:
             values = {v.strip() for v in length.split(",")}
-            if len(values) != 1 or not next(iter(values)).isdigit():
+            if len(values) != 1 or not _DECIMAL.fullmatch(next(iter(values))):
                 raise _Protocol("invalid Content-Length")
             size = int(next(iter(values)))
             data, truncated = await self._exact(conn, size, limit)
@@ -502,13 +511,10 @@ class DeliveryClient:
     async def _chunked(self, conn: _Conn, limit: int) -> tuple[bytes, bool]:
         body = bytearray()
         while True:
-            size_text = (await self._line(conn)).split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise _Protocol("invalid chunk size") from None
-            if size_text[:1] in (b"-", b"+") or size < 0:
+            size_text = (await self._line(conn)).split(b";", 1)[0].strip(b" \t")
+            if not _CHUNK_SIZE.fullmatch(size_text):
                 raise _Protocol("invalid chunk size")
+            size = int(size_text, 16)
             if size == 0:
                 trailer = 0
                 while (line := await self._line(conn)) != b"":
@@ -542,8 +548,8 @@ def _parse_head(head: bytes) -> tuple[int, bytes, dict[str, str]]:
     lines = head.split(b"\r\n")
     version, _, rest = lines[0].partition(b" ")
     code = rest[:3]
-    if version not in (b"HTTP/1.1", b"HTTP/1.0") or len(code) != 3 or not code.isdigit() or rest[3:4] not in (
-            b"", b" "):
+    if version not in (b"HTTP/1.1", b"HTTP/1.0") or len(code) != 3 or not code.isdigit() or code < b"100" or rest[
+            3:4] not in (b"", b" "):
         raise _Protocol("malformed status line")
     headers: dict[str, str] = {}
     for line in lines[1:]:
