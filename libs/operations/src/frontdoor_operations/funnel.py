@@ -3,17 +3,35 @@ tenant's users, counted from the rows already recorded (no second source of trut
 
 Each count is taken on the day its event happened, from the timestamp its row carries:
 
-=============  =================================================================
-``sessions``   Sessions started (``pap_sessions.created_at``)
-``sign_ins``   sign-ins completed, Device, Direct or Mediated (``sign_ins.created_at``)
-``proposed``   operations proposed (``operations.created_at``)
-``approved``   operations approved, by the user or a standing permission (``confirmed_at``)
-``performed``  operations that succeeded (``finished_at`` of a ``succeeded`` one)
-``failed``     operations that failed (``finished_at`` of a ``failed`` one)
-``revised``    operations whose terms the company revised (their revision 2's ``created_at``):
-               an agent confirming the older revision is refused ``terms_changed`` (OPS-3.1-01)
-``reapproved`` operations approved on a revision after the first (``confirmed_revision > 1``)
-=============  =================================================================
+==========================  ==========================================================
+``sessions``                Sessions started (``pap_sessions.created_at``)
+``prompted``                Device and Direct Sign-Ins prompted: a device authorization
+                            started, an authorize request accepted
+                            (``sign_in_attempts.created_at``)
+``sign_ins``                sign-ins completed, Device, Direct or Mediated (``sign_ins.created_at``)
+``abandoned_before_login``  attempts that ended (denied, or undecided at ``expires_at``)
+                            before the browser reached the company's login page (the
+                            user code was never entered)
+``abandoned_login``         ... at the company's login page or its IdP: no account was
+                            vouched for, or the IdP refused
+``abandoned_consent``       ... at Frontdoor's consent page: denied, or left undecided
+``proposed``                operations proposed (``operations.created_at``)
+``approved``                operations approved, by the user or a standing permission (``confirmed_at``)
+``performed``               operations that succeeded (``finished_at`` of a ``succeeded`` one)
+``failed``                  operations that failed (``finished_at`` of a ``failed`` one)
+``revised``                 operations whose terms the company revised (their revision 2's
+                            ``created_at``): an agent confirming the older revision is
+                            refused ``terms_changed`` (OPS-3.1-01)
+``reapproved``              operations approved on a revision after the first (``confirmed_revision > 1``)
+==========================  ==========================================================
+
+An abandoned attempt is counted on the day it ended: its decision, or its ``expires_at``
+(every attempt of a closed day has ended, so its counts never change). An attempt allowed
+at consent is not abandoned; its completion is the agent's ``sign_ins`` (an agent that
+never redeems an approval shows as ``prompted`` beyond ``sign_ins`` and the abandoned).
+A Mediated Sign-In prompts nobody and has no attempt. Step-up (a signed-in Session asking
+for more scope) is a sign-in like another here: its attempts count at the stage where they
+stopped, not apart, since a Device or Direct attempt learns its Session only when redeemed.
 
 The dashboard's agent simulator is not an agent bringing customers: its client IDs
 (``simulator_client_ids``) are left out of every count.
@@ -23,10 +41,6 @@ beat task (`materialise_closed_days`) writes them once into ``agent_funnel_daily
 the per-tenant mark ``agent_funnel_marks``, and `read_funnel` adds the days after the mark
 (today, or a backlog) live. Outcomes still unknown (an operation in progress flagged for
 attention, `overview.is_stuck`) are a current state, not an event: they are counted live.
-
-Not measured: when a sign-in was *prompted* and where it was abandoned (login page,
-consent, step-up). Device and Direct Sign-In attempts live in Redis until they expire and
-leave no row behind, so they cannot be counted without a new record.
 """
 
 from __future__ import annotations
@@ -41,7 +55,8 @@ from frontdoor_core.db import transaction
 
 __all__ = ["METRICS", "SETTLE", "AgentFunnel", "FunnelView", "count_events", "materialise_closed_days", "read_funnel"]
 
-METRICS: Final = ("sessions", "sign_ins", "proposed", "approved", "performed", "failed", "revised", "reapproved")
+METRICS: Final = ("sessions", "prompted", "sign_ins", "abandoned_before_login", "abandoned_login", "abandoned_consent",
+                  "proposed", "approved", "performed", "failed", "revised", "reapproved")
 SETTLE: Final = timedelta(minutes=5)
 """A day is closed this long after its UTC midnight (a transaction open at midnight has committed)."""
 
@@ -52,6 +67,12 @@ SELECT (date_trunc('day', at AT TIME ZONE 'UTC'))::date AS day, client_id, metri
     WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
   UNION ALL SELECT created_at, client_id, 'sign_ins' FROM sign_ins
     WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
+  UNION ALL SELECT created_at, client_id, 'prompted' FROM sign_in_attempts
+    WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
+  UNION ALL SELECT coalesce(decided_at, expires_at), client_id, CASE WHEN consent_at IS NOT NULL THEN 'abandoned_consent'
+      WHEN login_at IS NOT NULL THEN 'abandoned_login' ELSE 'abandoned_before_login' END FROM sign_in_attempts
+    WHERE tenant_id = $1 AND allowed IS NOT TRUE
+      AND coalesce(decided_at, expires_at) >= $2 AND coalesce(decided_at, expires_at) < $3
   UNION ALL SELECT created_at, client_id, 'proposed' FROM operations
     WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
   UNION ALL SELECT confirmed_at, client_id, 'approved' FROM operations
@@ -131,11 +152,16 @@ async def materialise_closed_days(pool: asyncpg.Pool, *, now: datetime, max_days
 
 
 class AgentFunnel(msgspec.Struct, frozen=True, kw_only=True):
-    """One agent's funnel over a period; ``unknown`` is operations in progress with the outcome unknown now."""
+    """One agent's funnel over a period (the metrics of the module docstring); ``unknown`` is
+    operations in progress with the outcome unknown now."""
 
     client_id: str
     sessions: int = 0
+    prompted: int = 0
     sign_ins: int = 0
+    abandoned_before_login: int = 0
+    abandoned_login: int = 0
+    abandoned_consent: int = 0
     proposed: int = 0
     approved: int = 0
     performed: int = 0

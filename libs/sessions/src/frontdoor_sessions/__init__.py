@@ -49,6 +49,14 @@ from .session_events import EVENTS_CHANNEL, EventType, OutboxEvent, mark_forward
 from .session_grant import SessionGrant
 from .session_store import SessionRecord, create_session, end_sessions_of_agent, find_session, touch_session
 from .sign_in import SignInResult, SignInType, allowed_scopes, complete_sign_in, requested_scopes
+from .sign_in_attempts import (
+    AttemptStage,
+    device_attempt_id,
+    new_attempt_id,
+    record_decision,
+    record_prompt,
+    record_stage,
+)
 from .signer_cache import IssuerKeys
 from .ssf_stream import (
     PollState,
@@ -148,6 +156,12 @@ __all__ = [
     "SessionRecord",
     "SignInResult",
     "SignInType",
+    "AttemptStage",
+    "device_attempt_id",
+    "new_attempt_id",
+    "record_decision",
+    "record_prompt",
+    "record_stage",
     "TenantIssuer",
     "TokenBinding",
     "TokenRequest",

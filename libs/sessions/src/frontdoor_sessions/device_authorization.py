@@ -9,10 +9,13 @@ the verification links on the issuer's own host (PAP-4.6-02), ``expires_in`` and
 The same start serves both profiles: the poll decides (a ``session_id`` or not, ADR 0004
 §4). When the tenant serves only PAP 1.0 the sign-in can only be a 1.0 one, so the agent's
 document must declare ``private_key_jwt`` and ``redirect_uris`` here already [S §3].
+
+Each start is recorded as a sign-in attempt (`sign_in_attempts`), for the agent funnel.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from frontdoor_identity import get_agent_policy, is_allowed
@@ -22,6 +25,7 @@ from frontdoor_protocol.scopes import format_scope
 from .access_token_response import require_sign_in_metadata
 from .device_flow import DeviceStore
 from .sign_in import allowed_scopes, requested_scopes
+from .sign_in_attempts import device_attempt_id, record_prompt
 from .token_endpoint import GrantDeps, GrantOutcome, GrantRefused, TenantIssuer
 from .token_request import TokenRequest
 
@@ -66,6 +70,10 @@ class DeviceAuthorization:
         if not tenant.settings.protocol.serves("0.2"):
             require_sign_in_metadata(auth.client.metadata)
         started = await self._store.start(tenant.tenant_id, client_id=auth.client_id, scope=scope, now=now_dt)
+        async with d.pool.acquire() as conn:  # the agent prompts the user now: the funnel's attempt
+            await record_prompt(conn, tenant.tenant_id, device_attempt_id(started.handle), client_id=auth.client_id,
+                                sign_in_type="device", now=now_dt,
+                                expires_at=now_dt + timedelta(seconds=started.expires_in))
         verification_uri = f"{tenant.issuer}/device"
         body: dict[str, Any] = {
             "device_code": started.device_code,

@@ -1,4 +1,4 @@
-"""IDs for sign-in records (``sgn_``, ``atk_``) in the shape of `frontdoor_core.ids`.
+"""IDs for sign-in records (``sgn_``, ``atk_``, ``sia_``) in the shape of `frontdoor_core.ids`.
 
 `frontdoor_core.ids.new_id` accepts a closed set of prefixes that does not list these
 yet; until it does, the sortable time-plus-random body is borrowed from an accepted
@@ -11,7 +11,7 @@ from frontdoor_core.ids import new_id
 
 __all__ = ["new_record_id"]
 
-_PREFIXES = frozenset({"sgn", "atk"})
+_PREFIXES = frozenset({"sgn", "atk", "sia"})
 
 
 def new_record_id(prefix: str) -> str:

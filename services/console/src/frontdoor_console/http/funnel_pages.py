@@ -1,6 +1,8 @@
-"""The agent funnel (``/analytics/funnel``): per agent and period, Sessions → sign-ins →
-operations proposed → approved → performed, with the terms_changed and re-approval rates,
-failed and unknown outcomes; charts of the last 30 UTC days, a table, a CSV export.
+"""The agent funnel (``/analytics/funnel``): per agent and period, Sessions → sign-ins
+prompted → completed (and where the others were abandoned: before the login page, at it, at
+consent) → operations proposed → approved → performed, with the terms_changed and
+re-approval rates, failed and unknown outcomes; charts of the last 30 UTC days, a table, a
+CSV export.
 
 Read from the rollup `frontdoor_operations.funnel` keeps (closed days) plus the days after
 its mark, live; any role may read it.
@@ -58,6 +60,10 @@ async def funnel_page(console: Console, state: State, days: int = Parameter(defa
             ("sessions", "Sessions started", series("sessions")), ("succeeded", "sign-ins completed", series("sign_ins"))]),
         charts.bar_chart("funnel-operations", "Operations proposed and approved", "operations", chart_days, [
             ("other", "proposed", series("proposed")), ("succeeded", "approved", series("approved"))]),
+        charts.bar_chart("funnel-abandoned", "Sign-ins abandoned", "sign-ins abandoned", chart_days, [
+            ("other", "before the login page", series("abandoned_before_login")),
+            ("sessions", "at the login page", series("abandoned_login")),
+            ("failed", "at consent", series("abandoned_consent"))]),
         charts.bar_chart("funnel-outcomes", "Outcomes", "outcomes", chart_days, [
             ("succeeded", "performed", series("performed")), ("failed", "failed", series("failed"))]),
     ]

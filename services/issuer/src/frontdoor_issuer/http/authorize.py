@@ -27,6 +27,7 @@ RFC 6749 §4.1.1 with PKCE (RFC 7636, ``S256`` only) and RFC 9207 ``iss``:
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -37,12 +38,12 @@ from frontdoor_httpkit import client_address
 from frontdoor_identity import ClientResolutionError, get_agent_policy, is_allowed, loopback_redirect_matches
 from frontdoor_protocol.errors import ProtocolError
 from frontdoor_protocol.scopes import format_scope
-from frontdoor_sessions import allowed_scopes, requested_scopes
+from frontdoor_sessions import allowed_scopes, new_attempt_id, record_prompt, requested_scopes
 from litestar import Request, Response, get
 from litestar.datastructures import State
 from litestar.params import FromPath
 
-from ..flows import FlowState
+from ..flows import FLOW_TTL_S, FlowState
 from .discovery import not_found
 from .sign_in_pages import authorization_redirect, message, start_handoff
 
@@ -152,7 +153,11 @@ async def authorize(slug: FromPath[str], request: Request[Any, Any, Any], state:
     if not is_allowed(policy, client_id):
         return refuse("unauthorized_client", "This agent may not sign in here.")
 
-    flow = FlowState(tenant_id=tenant.tenant_id, kind="direct", client_id=client_id,
+    attempt_id, now = new_attempt_id(), ctx.now()
+    async with ctx.pool.acquire() as conn:  # the funnel's sign-in attempt: prompted now
+        await record_prompt(conn, tenant.tenant_id, attempt_id, client_id=client_id, sign_in_type="direct", now=now,
+                            expires_at=now + timedelta(seconds=FLOW_TTL_S))
+    flow = FlowState(tenant_id=tenant.tenant_id, kind="direct", client_id=client_id, attempt_id=attempt_id,
                      agent_name=client.metadata.client_name, requested_scope=list(scopes),
                      authorize_request={"redirect_uri": redirect_uri, "state": agent_state,
                                         "code_challenge": challenge, "scope": format_scope(scopes),

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from frontdoor_core.errors import RateLimited, Unavailable
 from frontdoor_core.rate_limit import hit
 from frontdoor_httpkit import client_address
+from frontdoor_sessions import device_attempt_id
 from litestar import Request, Response, get, post
 from litestar.datastructures import State
 from litestar.params import FromPath
@@ -72,7 +73,8 @@ async def device_submit(slug: FromPath[str], request: Request[Any, Any, Any], st
     except Exception:
         agent_name = urlsplit(pending.client_id).hostname or "An assistant"
     flow = FlowState(tenant_id=tenant.tenant_id, kind="device", client_id=pending.client_id, agent_name=agent_name,
-                     requested_scope=list(pending.scope), user_code=pending.user_code)
+                     requested_scope=list(pending.scope), user_code=pending.user_code,
+                     attempt_id=device_attempt_id(pending.handle))
     handoff = await start_handoff(state, tenant, slug, flow)
     if handoff is None:
         return message(tenant, state, "Sign-in is not available",

@@ -27,7 +27,16 @@ from litestar.response import Redirect
 
 from ..flows import FlowState, FlowStore
 from .discovery import not_found
-from .sign_in_pages import FLOW_COOKIE, PAGE_HEADERS, authorization_redirect, flow_cookie, message, oidc_redirect_uri
+from .sign_in_pages import (
+    FLOW_COOKIE,
+    PAGE_HEADERS,
+    authorization_redirect,
+    decided,
+    flow_cookie,
+    message,
+    oidc_redirect_uri,
+    reached,
+)
 
 __all__ = ["routes"]
 
@@ -59,6 +68,7 @@ async def oidc_callback(slug: FromPath[str], request: Request[Any, Any, Any], st
     except OidcLoginDenied as exc:
         _log.info("oidc_login_denied", tenant_id=tenant.tenant_id, idp_error=exc.error)
         await flows.end(flow_id)
+        await decided(state, tenant, flow, allowed=False)  # refused at the login page, the IdP's
         response = await _denied(state, tenant, flow)
         response.cookies.append(flow_cookie(state, slug, "", max_age=0))
         return response
@@ -73,6 +83,7 @@ async def oidc_callback(slug: FromPath[str], request: Request[Any, Any, Any], st
         return message(tenant, state, "We could not confirm your sign-in", "Start again from your assistant.", 400)
     flow.account_id, flow.idp_session = vouched.account_id, vouched.idp_session
     await flows.save(flow_id, flow)
+    await reached(state, tenant, flow, "consent")
     return Redirect(f"{tenant.issuer}/consent", status_code=303, cookies=[flow_cookie(state, slug, flow_id)],
                     headers=PAGE_HEADERS)
 

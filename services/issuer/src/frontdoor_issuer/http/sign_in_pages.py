@@ -21,12 +21,20 @@ agent's ``redirect_uri`` with a one-use ``code`` or ``error=access_denied``, alw
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from frontdoor_core.errors import Unavailable
 from frontdoor_httpkit import content_security_policy, origin_source
-from frontdoor_sessions import AuthorizationCodeStore, IssuedCode, TenantIssuer
+from frontdoor_sessions import (
+    AttemptStage,
+    AuthorizationCodeStore,
+    IssuedCode,
+    TenantIssuer,
+    record_decision,
+    record_stage,
+)
 from frontdoor_sessions.oidc_login import start_oidc_login
 from frontdoor_sessions.oidc_provider import ProviderUnavailable, discover
 from frontdoor_tenancy.login_handoff import LoginHandoffFailed, finish_login, start_login
@@ -35,7 +43,7 @@ from litestar.datastructures import Cookie, State
 from litestar.params import FromPath
 from litestar.response import Redirect, Template
 
-from ..flows import FlowState, FlowStore
+from ..flows import FLOW_TTL_S, FlowState, FlowStore
 from .discovery import not_found
 
 __all__ = [
@@ -47,6 +55,8 @@ __all__ = [
     "oidc_redirect_uri",
     "message",
     "page",
+    "reached",
+    "decided",
     "routes",
     "start_handoff",
 ]
@@ -123,6 +133,25 @@ def authorization_redirect(redirect_uri: str, issuer: str, **params: str | None)
     return Redirect(location, status_code=303, headers=PAGE_HEADERS)
 
 
+async def reached(state: State, tenant: TenantIssuer, flow: FlowState, stage: AttemptStage) -> None:
+    """The flow's sign-in attempt reached ``stage`` (the agent funnel); a Direct flow's
+    lifetime restarts with each step (`FlowStore.save`), a Device code's does not."""
+    if flow.attempt_id is None:
+        return
+    now = state.ctx.now()
+    extend = now + timedelta(seconds=FLOW_TTL_S) if flow.kind == "direct" else None
+    async with state.ctx.pool.acquire() as conn:
+        await record_stage(conn, tenant.tenant_id, flow.attempt_id, stage, now=now, expires_at=extend)
+
+
+async def decided(state: State, tenant: TenantIssuer, flow: FlowState, *, allowed: bool) -> None:
+    """The user allowed or denied the flow's sign-in attempt (the agent funnel)."""
+    if flow.attempt_id is None:
+        return
+    async with state.ctx.pool.acquire() as conn:
+        await record_decision(conn, tenant.tenant_id, flow.attempt_id, allowed=allowed, now=state.ctx.now())
+
+
 async def start_handoff(state: State, tenant: TenantIssuer, slug: str, flow: FlowState) -> Response[Any] | None:
     """Create ``flow`` and send the browser to the company's login page (or its IdP); None
     when the tenant has no working login connection (the caller says so its own way)."""
@@ -137,6 +166,7 @@ async def start_handoff(state: State, tenant: TenantIssuer, slug: str, flow: Flo
         except ProviderUnavailable:
             await flows.end(flow_id)
             return None
+        await reached(state, tenant, flow, "login")
         return Redirect(url, status_code=303, cookies=[flow_cookie(state, slug, flow_id)], headers=PAGE_HEADERS)
     try:
         async with ctx.pool.acquire() as conn:
@@ -148,6 +178,7 @@ async def start_handoff(state: State, tenant: TenantIssuer, slug: str, flow: Flo
         return None
     flow.login_jti = login_url.request_jti
     await flows.save(flow_id, flow)
+    await reached(state, tenant, flow, "login")
     return Redirect(str(login_url), status_code=303, cookies=[flow_cookie(state, slug, flow_id)],
                     headers=PAGE_HEADERS)
 
@@ -181,6 +212,7 @@ async def login_callback(slug: FromPath[str], request: Request[Any, Any, Any], s
         return message(tenant, state, "We could not confirm your sign-in", "Start again from your assistant.", 400)
     flow.account_id = account
     await flows.save(flow_id, flow)
+    await reached(state, tenant, flow, "consent")
     return Redirect(f"{tenant.issuer}/consent", status_code=303, cookies=[flow_cookie(state, slug, flow_id)],
                     headers=PAGE_HEADERS)
 
@@ -223,6 +255,7 @@ async def consent_submit(slug: FromPath[str], request: Request[Any, Any, Any], s
     granted = [s for s in flow.requested_scope if s in chosen]  # never more than asked
     allowed = decision == "allow" and bool(granted)
     await flows.end(flow_id)
+    await decided(state, tenant, flow, allowed=allowed)
     if flow.kind == "direct":
         response = await _direct_decision(state, tenant, flow, granted if allowed else None)
     else:

@@ -1,0 +1,162 @@
+"""The funnel's sign-in stages from real flows driven through the issuer: Device and Direct
+Sign-Ins prompted, completed, and abandoned before the login page, at it and at consent,
+counted exactly on the page, in the CSV and in the rollup, for this tenant only and without
+the simulator's client_id."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import UTC, datetime, time, timedelta
+from typing import Any
+
+import pytest
+from frontdoor_core.runtime import Runtime
+from frontdoor_operations.funnel import materialise_closed_days
+from frontdoor_sessions import DeviceStore
+from litestar.testing import AsyncTestClient
+
+from tests.integration.conftest import TenantHandle
+from tests.integration.console.test_agent_funnel import _row
+from tests.integration.console.test_dashboard import sign_in
+from tests.integration.signin.conftest import Company, make_company, new_agent
+from tests.integration.signin.test_device_pages import company_login, csrf
+from tests.integration.signin.test_direct_sign_in import browser_sign_in, params, redeem, setup, to_consent
+from tests.support.agent import TestAgent
+from tests.support.clock import ShiftableClock
+from tests.support.mock_web import MockWeb
+
+SCOPE = "poppy:read orders:read"
+STAGES = ("prompted", "sign_ins", "abandoned_before_login", "abandoned_login", "abandoned_consent")
+
+
+@pytest.fixture
+def store(runtime: Runtime, clock: ShiftableClock) -> DeviceStore:
+    return DeviceStore(runtime.redis, clock=clock)
+
+
+async def _device_to_login(issuer: AsyncTestClient[Any], company: Company, agent: TestAgent) -> tuple[dict[str, Any], str]:
+    """The agent asks for a device code; the user enters it and is sent to the company's login page."""
+    started = (await company.device(agent, SCOPE)).json()
+    issuer.cookies.clear()  # the user's browser
+    slug = company.tenant.slug
+    page = await issuer.get(f"/{slug}/device", params={"user_code": started["user_code"]})
+    r = await issuer.post(f"/{slug}/device", data={"user_code": started["user_code"], "_csrf_token": csrf(page.text)},
+                          follow_redirects=False)
+    assert r.status_code == 303, r.text
+    return started, r.headers["location"]
+
+
+async def _device_to_consent(issuer: AsyncTestClient[Any], company: Company, key: Any, agent: TestAgent,
+                             account: str) -> tuple[dict[str, Any], str]:
+    started, location = await _device_to_login(issuer, company, agent)
+    response = await company_login(issuer, company.tenant, location, key, account)
+    slug = company.tenant.slug
+    back = await issuer.post(f"/{slug}/login/callback", data={"response": response}, follow_redirects=False)
+    assert back.status_code == 303, back.text
+    consent = await issuer.get(f"/{slug}/consent")
+    assert consent.status_code == 200, consent.text
+    return started, csrf(consent.text)
+
+
+def _stages(page: str, agent: str) -> dict[str, str]:
+    row = _row(page, agent)
+    return {m: row[m] for m in ("sessions", *STAGES)}
+
+
+async def test_sign_in_stages_from_real_device_and_direct_flows(
+    console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], tenant: TenantHandle, other_tenant: TenantHandle,
+    clock: ShiftableClock, store: DeviceStore, runtime: Runtime, db: Any, web: MockWeb,
+) -> None:
+    # No flow may end on another UTC day than it started: near midnight, start after it.
+    real = datetime.now(UTC)
+    if real.time() > time(23, 30):
+        clock.offset = datetime.combine(real.date() + timedelta(days=1), time(0, 30), tzinfo=UTC) - real
+    company, key = await setup(console, issuer, tenant, clock, store)  # Device and Direct, a login connection
+    other = await make_company(console, issuer, other_tenant, clock, store)
+    alpha, beta, simulator = new_agent(web), new_agent(web), new_agent(web)
+    await db.execute("INSERT INTO simulator_client_ids (tenant_id, client_id, registered_at) VALUES ($1, $2, now())",
+                     tenant.id, simulator.client_id)
+    slug = tenant.slug
+
+    # alpha, Device: 1 never entered, 1 left at the login page, 1 denied at consent, 1 completed.
+    assert (await company.device(alpha, SCOPE)).status_code == 200
+    await _device_to_login(issuer, company, alpha)
+    _, token = await _device_to_consent(issuer, company, key, alpha, "acct_denies")
+    denied = await issuer.post(f"/{slug}/consent", data={"_csrf_token": token, "decision": "deny"})
+    assert denied.status_code == 200 and "denied" in denied.text.lower()
+    session = await company.session(alpha, "alice")
+    started, token = await _device_to_consent(issuer, company, key, alpha, "acct_alice")
+    allowed = await issuer.post(f"/{slug}/consent", data={"_csrf_token": token, "decision": "allow",
+                                                          "scope": SCOPE.split(" ")})
+    assert allowed.status_code == 200 and "connected" in allowed.text
+    polled = await company.poll(alpha, started["device_code"], session["session_id"])
+    assert polled.status_code == 200 and polled.json()["signed_in"] is True, polled.text
+
+    # beta, Direct: 1 left undecided at consent, 1 completed (the code redeemed).
+    query, _ = params(beta, scope=SCOPE)
+    await to_consent(issuer, tenant, key, query, "acct_bob")
+    values, direct = await browser_sign_in(issuer, tenant, key, beta, account="acct_bob")
+    beta_session = await company.session(beta, "bob")
+    redeemed = await redeem(company, beta, values["code"], direct, beta_session["session_id"])
+    assert redeemed.status_code == 200, redeemed.text
+
+    # Not counted here: the simulator's sign-in and alpha's in another tenant.
+    assert (await company.device(simulator, SCOPE)).status_code == 200
+    assert (await other.device(alpha, "poppy:read")).status_code == 200
+
+    await sign_in(console, tenant.email)
+    live = (await console.get("/analytics/funnel?days=7")).text
+    # Attempts still in progress are not abandoned yet; a denial is, at once.
+    assert _stages(live, alpha.client_id) == {"sessions": "1", "prompted": "4", "sign_ins": "1",
+                                              "abandoned_before_login": "0", "abandoned_login": "0",
+                                              "abandoned_consent": "1"}
+    assert _stages(live, beta.client_id) == {"sessions": "1", "prompted": "2", "sign_ins": "1",
+                                             "abandoned_before_login": "0", "abandoned_login": "0",
+                                             "abandoned_consent": "0"}
+    assert f'data-agent="{simulator.client_id}"' not in live
+    assert 'data-chart="funnel-abandoned"' in live
+
+    clock.advance(minutes=11)  # past the device codes' and the browser flows' 10 minutes
+    expired = (await console.get("/analytics/funnel?days=7")).text
+    expected_alpha = {"sessions": "1", "prompted": "4", "sign_ins": "1", "abandoned_before_login": "1",
+                      "abandoned_login": "1", "abandoned_consent": "1"}
+    expected_beta = {"sessions": "1", "prompted": "2", "sign_ins": "1", "abandoned_before_login": "0",
+                     "abandoned_login": "0", "abandoned_consent": "1"}
+    assert _stages(expired, alpha.client_id) == expected_alpha
+    assert _stages(expired, beta.client_id) == expected_beta
+    assert _stages(expired, "total") == {"sessions": "2", "prompted": "6", "sign_ins": "2",
+                                         "abandoned_before_login": "1", "abandoned_login": "1",
+                                         "abandoned_consent": "2"}
+    # What was persisted: one attempt per prompt, with the stages it reached, and no device code.
+    rows = await db.fetch("SELECT client_id, type, login_at IS NOT NULL AS login, consent_at IS NOT NULL AS consent,"
+                          " allowed FROM sign_in_attempts WHERE tenant_id = $1 ORDER BY created_at", tenant.id)
+    assert [(r["client_id"], r["type"], r["login"], r["consent"], r["allowed"]) for r in rows] == [
+        (alpha.client_id, "device", False, False, None), (alpha.client_id, "device", True, False, None),
+        (alpha.client_id, "device", True, True, False), (alpha.client_id, "device", True, True, True),
+        (beta.client_id, "direct", True, True, None), (beta.client_id, "direct", True, True, True),
+        (simulator.client_id, "device", False, False, None)]
+
+    # A day later the rollup has them, and the page reads that day from it.
+    clock.advance(days=1)
+    await materialise_closed_days(runtime.pool, now=clock())
+    rolled = await db.fetch(f"SELECT client_id, sessions, {', '.join(STAGES)} FROM agent_funnel_daily"
+                            " WHERE tenant_id = $1 ORDER BY client_id", tenant.id)
+    assert {r["client_id"]: tuple(r[m] for m in ("sessions", *STAGES)) for r in rolled} == {
+        alpha.client_id: (1, 4, 1, 1, 1, 1), beta.client_id: (1, 2, 1, 0, 0, 1)}
+    await db.execute("DELETE FROM sign_in_attempts WHERE tenant_id = $1", tenant.id)
+    await sign_in(console, tenant.email)  # the console's own session has expired meanwhile
+    page = (await console.get("/analytics/funnel?days=7")).text
+    assert _stages(page, alpha.client_id) == expected_alpha and _stages(page, beta.client_id) == expected_beta
+
+    r = await console.get("/analytics/funnel.csv?days=7")
+    assert r.status_code == 200
+    table = {row["client_id"]: row for row in csv.DictReader(io.StringIO(r.text))}
+    assert set(table) == {alpha.client_id, beta.client_id}
+    assert {m: table[alpha.client_id][m] for m in ("sessions", *STAGES)} == expected_alpha
+    assert {m: table[beta.client_id][m] for m in ("sessions", *STAGES)} == expected_beta
+
+    await sign_in(console, other_tenant.email)
+    theirs = (await console.get("/analytics/funnel?days=7")).text
+    assert _row(theirs, alpha.client_id)["prompted"] == "1" and _row(theirs, alpha.client_id)["sign_ins"] == "0"
+    assert f'data-agent="{beta.client_id}"' not in theirs
