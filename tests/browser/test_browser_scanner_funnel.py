@@ -7,8 +7,10 @@ its issuer URLs) scores 100 with no finding; the same domain with the wrong doma
 its fix link. The result URL is shareable (a reload and a second browser show the same
 result) and the page works with JavaScript disabled.
 
-The agent funnel, after a scripted set of journeys (Sessions started at the real issuer, a
-sign-in, an operation proposed, approved and performed), shows exactly those counts.
+The agent funnel, after a scripted set of journeys (Sessions started at the real issuer, two
+Device Sign-Ins driven through its pages and the company's signed login handoff, one
+completed by the agent's poll and one denied at consent, an operation proposed, approved
+and performed), shows exactly those counts.
 """
 
 from __future__ import annotations
@@ -209,11 +211,14 @@ async def test_a_domain_without_poppy_json_shows_why_and_how_to_fix_it(
 async def test_the_funnel_page_shows_exactly_what_a_scripted_set_of_agent_journeys_did(
     context: Any, db: Any, runtime: Any, live_issuer: Any, agent_web: MockWeb,
 ) -> None:
-    from frontdoor_core.ids import new_id
     from frontdoor_operations import ledger
+    from frontdoor_sdk import login_signing_key
 
     from tests.browser.test_browser_journeys import BROWSER_ISSUER, _sign_in, _sign_up, _tenant_id
+    from tests.integration.conftest import TenantHandle
     from tests.integration.console.test_operation_pages import add_operation
+    from tests.integration.signin.test_device_pages import LOGIN, company_login, csrf
+    from tests.support.agent import CLIENT_ASSERTION_TYPE
     from tests.support.agent import TestAgent as Agent
 
     page = await context.new_page()
@@ -221,6 +226,15 @@ async def test_the_funnel_page_shows_exactly_what_a_scripted_set_of_agent_journe
     api_key = (await page.locator("#new-api-key").inner_text()).strip()
     tenant_id = await _tenant_id(db, email)
     auth = {"Authorization": f"Bearer {api_key}"}
+    issuer = f"{BROWSER_ISSUER}/{slug}"
+    tenant = TenantHandle(id=tenant_id, slug=slug, email=email, api_key=api_key, issuer=issuer)
+    # The company's login connection (a signed handoff) and Device Sign-In, before the issuer first sees it.
+    key = login_signing_key()
+    public = {**key.as_dict(private=False), "kid": key.kid}
+    settings = (await (await page.request.get("/api/v1/issuer", headers=auth)).json())["settings"]
+    settings.update(device={"enabled": True, "scopes": ["poppy:read"]}, login={"url": LOGIN, "public_jwk": public})
+    r = await page.request.put("/api/v1/issuer", headers=auth, data=settings)
+    assert r.status == 200, await r.text()
     r = await page.request.post("/api/v1/webhook-endpoints", headers=auth,
                                 data={"url": f"https://{unique('hooks-')}.example/perform", "event_types": []})
     assert r.status == 201, await r.text()
@@ -230,17 +244,49 @@ async def test_the_funnel_page_shows_exactly_what_a_scripted_set_of_agent_journe
                                      "scopes": ["orders:write"]})
     assert r.status == 200, await r.text()
 
-    # The script: one agent starts 3 Sessions at the real issuer, 1 sign-in completes (recorded as the
-    # issuer records a completed Device sign-in), 1 operation is proposed, approved and performed.
+    # The script: one agent starts 3 Sessions at the real issuer and prompts 2 Device Sign-Ins; the
+    # user enters the code, signs in at the company and allows the first (the agent's poll completes
+    # it) and denies the second at consent; 1 operation is proposed, approved and performed.
     agent = Agent(host=f"{unique('funnel-')}.example", name="Funnel Assistant").publish(agent_web)
-    issuer = f"{BROWSER_ISSUER}/{slug}"
+    sessions = []
     for user in ("user-1", "user-2", "user-3"):
         started = await live_issuer.post(f"/{slug}/oauth/token", data=agent.token_form(issuer, user),
                                          headers={"DPoP": agent.dpop("POST", f"{issuer}/oauth/token")})
         assert started.status_code == 200, started.text
-    await db.execute("INSERT INTO sign_ins (tenant_id, id, client_id, user_id, account_id, scope, type, created_at)"
-                     " VALUES ($1, $2, $3, 'user-1', 'acct-1', 'poppy:read', 'device', now())",
-                     tenant_id, new_id("asn"), agent.client_id)
+        sessions.append(started.json()["session_id"])
+
+    async def device_to_consent(account: str) -> tuple[str, str]:
+        """The agent asks for a device code; the user enters it, signs in at the company, reaches consent."""
+        r = await live_issuer.post(f"/{slug}/oauth/device", data={
+            "client_id": agent.client_id, "client_assertion_type": CLIENT_ASSERTION_TYPE,
+            "client_assertion": agent.client_assertion(issuer), "scope": "poppy:read"})
+        assert r.status_code == 200, r.text
+        device = r.json()
+        live_issuer.cookies.clear()  # the user's browser
+        enter = await live_issuer.get(f"/{slug}/device", params={"user_code": device["user_code"]})
+        r = await live_issuer.post(f"/{slug}/device", data={"user_code": device["user_code"],
+                                                            "_csrf_token": csrf(enter.text)}, follow_redirects=False)
+        assert r.status_code == 303, r.text
+        response = await company_login(live_issuer, tenant, r.headers["location"], key, account)
+        r = await live_issuer.post(f"/{slug}/login/callback", data={"response": response}, follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"] == f"{issuer}/consent", r.text
+        consent = await live_issuer.get(f"/{slug}/consent")
+        assert consent.status_code == 200, consent.text
+        return device["device_code"], csrf(consent.text)
+
+    device_code, token = await device_to_consent("acct-1")
+    r = await live_issuer.post(f"/{slug}/consent", data={"_csrf_token": token, "decision": "allow",
+                                                         "scope": ["poppy:read"]})
+    assert r.status_code == 200 and "connected" in r.text, r.text
+    polled = await live_issuer.post(f"/{slug}/oauth/token", data={
+        "grant_type": "urn:ietf:params:oauth:grant-type:device_code", "device_code": device_code,
+        "session_id": sessions[0], "client_id": agent.client_id, "client_assertion_type": CLIENT_ASSERTION_TYPE,
+        "client_assertion": agent.client_assertion(issuer)},
+        headers={"DPoP": agent.dpop("POST", f"{issuer}/oauth/token")})
+    assert polled.status_code == 200 and polled.json()["signed_in"] is True, polled.text
+    _, token = await device_to_consent("acct-2")
+    r = await live_issuer.post(f"/{slug}/consent", data={"_csrf_token": token, "decision": "deny"})
+    assert r.status_code == 200 and "denied" in r.text.lower(), r.text
     op = await add_operation(runtime, tenant_id, kind, client_id=agent.client_id, confirm=True)
     async with runtime.pool.acquire() as conn:
         await ledger.record_outcome(conn, tenant_id, op.id, outcome="succeeded", result={"summary": "Ordered"},
@@ -249,9 +295,12 @@ async def test_the_funnel_page_shows_exactly_what_a_scripted_set_of_agent_journe
     await _sign_in(page, email)
     await page.goto("/analytics/funnel?days=7")
     await expect(page.locator("h1")).to_have_text("Agent funnel")
-    expected = {"sessions": "3", "sign_ins": "1", "proposed": "1", "approved": "1", "performed": "1",
+    expected = {"sessions": "3", "prompted": "2", "sign_ins": "1", "abandoned_before_login": "0",
+                "abandoned_login": "0", "abandoned_consent": "1", "proposed": "1", "approved": "1", "performed": "1",
                 "failed": "0", "unknown": "0"}
     for row in (page.locator(f"tr[data-agent='{agent.client_id}']"), page.locator("tr[data-agent=total]")):
         for metric, count in expected.items():
             await expect(row.locator(f"td[data-count={metric}]")).to_have_text(count)
     await expect(page.locator("table[data-table=funnel] tbody tr")).to_have_count(2)  # this agent and the total
+    abandoned = page.locator("figure[data-chart=funnel-abandoned]")
+    await expect(abandoned.locator("[data-count=chart-funnel-abandoned-total]")).to_have_text("1")
