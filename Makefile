@@ -24,8 +24,8 @@ $(STAMP): $(PY) requirements/constraints.txt requirements/dev.in $(foreach p,$(P
 
 install: $(STAMP) ## Create the virtualenv and install every package (pinned)
 
-run: $(STAMP) ## Start the whole stack (embedded PostgreSQL/Redis unless DATABASE_URL/REDIS_URL are set; REPLICAS=2 behind HAProxy)
-	$(if $(REPLICAS),FRONTDOOR_REPLICAS=$(REPLICAS) )$(PY) -m frontdoor_devstack.run
+run: $(STAMP) ## Start the whole stack (embedded PostgreSQL/Redis unless DATABASE_URL/REDIS_URL are set; REPLICAS=2 behind HAProxy; OIDC=1 adds a local OpenID Provider and a tenant signing in there)
+	$(if $(REPLICAS),FRONTDOOR_REPLICAS=$(REPLICAS) )$(if $(OIDC),FRONTDOOR_DEMO_OIDC=$(OIDC) )$(PY) -m frontdoor_devstack.run
 
 test: $(STAMP) ## Run the architecture check and the whole test suite (as CI does)
 	$(VENV)/bin/lint-imports --no-cache

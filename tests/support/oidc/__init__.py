@@ -137,17 +137,19 @@ class IdpInternet(httpx.AsyncBaseTransport):
 
 
 async def login_at_idp(location: str, *, login: str, stop_at: str, cancel: bool = False,
-                       browser: httpx.AsyncClient | None = None) -> str:
+                       browser: httpx.AsyncClient | None = None, password: str = "x") -> str:
     """Play the user at the IdP from its authorization URL until it redirects to ``stop_at``.
 
-    Logs in as ``login`` on the devInteractions form (any password) and consents; with
+    Logs in as ``login`` on the devInteractions form (``password``: any, unless the IdP was
+    started with ``IDP_USERS``) and consents; with
     ``cancel`` aborts at the login prompt instead. Returns the redirect URL to Frontdoor.
     With ``browser`` (its cookies: the user's session at the IdP) a user already signed
     in there is not asked again; without, a fresh browser each time.
     """
     if browser is None:
         async with httpx.AsyncClient(follow_redirects=False, timeout=10) as fresh:
-            return await login_at_idp(location, login=login, stop_at=stop_at, cancel=cancel, browser=fresh)
+            return await login_at_idp(location, login=login, stop_at=stop_at, cancel=cancel, browser=fresh,
+                                      password=password)
     r = await browser.get(location)
     for _ in range(12):
         loc = urljoin(str(r.url), r.headers["location"])
@@ -160,7 +162,8 @@ async def login_at_idp(location: str, *, login: str, stop_at: str, cancel: bool 
             if cancel:
                 r = await browser.get(loc.rstrip("/") + "/abort")
             elif prompt == "login":
-                r = await browser.post(action, data={"prompt": "login", "login": login, "password": "x"})
+                r = await browser.post(action, data={"prompt": "login", "login": login, "password": password})
+                assert r.status_code == 303, f"the IdP refused the login: {r.status_code}"
             else:
                 r = await browser.post(action, data={"prompt": prompt})
         else:

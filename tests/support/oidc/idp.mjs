@@ -4,15 +4,55 @@
 //   IDP_PORT     the loopback port to listen on (0: any free port)
 //   IDP_JWKS     the private JWKS it signs ID tokens with ({"keys": [...]}, made by the test)
 //   IDP_CLIENTS  the registered clients, a JSON array of oidc-provider client metadata
+//   IDP_USERS    optional, {"<login>": "<password>", ...}: only these users sign in, each with its
+//                password (what `make run OIDC=1` sets); unset, any login with any password (the tests)
 // It prints one JSON line {"issuer": "http://127.0.0.1:<port>"} once it listens.
-// Users: any login name at the devInteractions form; sub = the name, email = <name>@corp.example,
+// Users: a login name at the devInteractions form; sub = the name, email = <name>@corp.example,
 // email_verified false only for names starting with "unverified".
+import crypto from 'node:crypto';
 import http from 'node:http';
+import querystring from 'node:querystring';
 import Provider from 'oidc-provider';
 
 const clients = JSON.parse(process.env.IDP_CLIENTS || '[]');
 const jwks = JSON.parse(process.env.IDP_JWKS || '{"keys": []}');
+const users = process.env.IDP_USERS ? JSON.parse(process.env.IDP_USERS) : null;
 const server = http.createServer();
+
+function same(a, b) {
+  const x = Buffer.from(String(a)), y = Buffer.from(String(b));
+  return x.length === y.length && crypto.timingSafeEqual(x, y);
+}
+
+// With IDP_USERS, the devInteractions login form (which takes any password) is checked first:
+// the form's body is read here, a wrong login or password gets a page saying so, and a right
+// one goes on to the provider with the body it already read (its parser falls back to req.body).
+function checkingPasswords(handler) {
+  return (req, res) => {
+    if (users === null || req.method !== 'POST' || !/^\/interaction\/[A-Za-z0-9_-]+$/.test(req.url.split('?')[0])) {
+      return handler(req, res);
+    }
+    const chunks = [];
+    let size = 0;
+    req.on('data', (chunk) => {
+      size += chunk.length;
+      if (size > 56 * 1024) req.destroy(); else chunks.push(chunk);
+    });
+    req.on('end', () => {
+      const raw = Buffer.concat(chunks).toString('utf8');
+      const form = querystring.parse(raw);
+      const known = typeof form.login === 'string' && Object.hasOwn(users, form.login);
+      if (form.prompt === 'login' && !(known && same(users[form.login], form.password ?? ''))) {
+        res.writeHead(401, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
+        res.end('<!DOCTYPE html><title>Sign-in</title><h1>Sign-in</h1><p class="error">Wrong login or password.</p>'
+                + `<p><a href="${req.url.split('?')[0]}">Try again</a></p>`);
+        return;
+      }
+      req.body = raw;
+      handler(req, res);
+    });
+  };
+}
 
 server.listen(Number(process.env.IDP_PORT || 0), '127.0.0.1', () => {
   const issuer = `http://127.0.0.1:${server.address().port}`;
@@ -42,7 +82,7 @@ server.listen(Number(process.env.IDP_PORT || 0), '127.0.0.1', () => {
     }),
   });
   provider.proxy = false;
-  server.on('request', provider.callback());
+  server.on('request', checkingPasswords(provider.callback()));
   process.stdout.write(JSON.stringify({ issuer }) + '\n');
 });
 process.on('SIGTERM', () => server.close(() => process.exit(0)));

@@ -2,7 +2,9 @@
 
 Starts embedded PostgreSQL and Redis when ``DATABASE_URL`` / ``REDIS_URL`` are unset,
 applies migrations, seeds a demo tenant, then runs each service under granian plus the
-Celery worker and beat, and prints where everything is.
+Celery worker and beat, and prints where everything is. With ``FRONTDOOR_DEMO_OIDC=1``
+(``make run OIDC=1``) also a local OpenID Provider and a second demo tenant signing in there
+(`frontdoor_devstack.oidc_demo`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 from frontdoor_core.settings import ENV_NAMES, Settings, SettingsError, load_settings
 
+from . import oidc_demo
 from .load_balancer import Backend, LoadBalancer, haproxy_config
 from .postgres import EmbeddedPostgres
 from .processes import Process, Replica, expand, log_path, replica_count
@@ -198,6 +201,7 @@ def main() -> int:
     try:
         settings = load_settings(environ)
         replicas = replica_count(environ)
+        with_oidc = oidc_demo.wanted(environ)
     except (SettingsError, ValueError) as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
@@ -233,6 +237,9 @@ def main() -> int:
         if demo.get("tenant_id"):
             # Also for a data directory made before sign-in existed: configure what is missing.
             asyncio.run(ensure_sign_in(settings, demo["tenant_id"], northwind_url))
+        oidc: tuple[dict[str, Any], oidc_demo.LocalIdp] | None = None
+        if with_oidc:
+            oidc = _start_oidc_demo(stack, settings, data_dir, logs)
         if replicas > 1:
             # Behind the load balancer: its X-Forwarded-For names the client; one issuer worker each.
             env.setdefault(ENV_NAMES["trusted_proxies"], "127.0.0.1/32")
@@ -267,9 +274,13 @@ def main() -> int:
                 print(f"{name} did not start; see {logs / (name + '.log')}", file=sys.stderr)
                 stack.stop()
                 return 1
+        if oidc is not None and not _wait_http(f"{oidc[1].issuer}/.well-known/openid-configuration"):
+            print(f"the OpenID Provider did not start; see {logs / 'oidc-idp.log'}", file=sys.stderr)
+            stack.stop()
+            return 1
         if lb is not None:
             write_replicas(data_dir, stack, table)
-        _print_banner(settings, demo, logs, table if lb is not None else None)
+        _print_banner(settings, demo, logs, table if lb is not None else None, oidc)
         return supervise(stack, table, env, logs, lb=lb, data_dir=data_dir)
     except KeyboardInterrupt:
         stack.stop()
@@ -277,6 +288,20 @@ def main() -> int:
     except BaseException:
         stack.stop()
         raise
+
+
+def _start_oidc_demo(stack: Stack, settings: Settings, data_dir: Path,
+                     logs: Path) -> tuple[dict[str, Any], oidc_demo.LocalIdp]:
+    """The local OpenID Provider (a child like the services) and the ``demo-oidc`` tenant connected to it."""
+    secrets_ = oidc_demo.idp_secrets(data_dir)
+    port = oidc_demo.choose_port(int(secrets_.get("port") or 0))
+    idp = oidc_demo.local_idp(settings.issuer_base_url, secrets_, port)
+    oidc_demo.remember_port(data_dir, secrets_, port)
+    creds = asyncio.run(oidc_demo.seed_oidc_tenant(settings, data_dir))
+    if creds.get("tenant_id"):
+        asyncio.run(oidc_demo.ensure_oidc_login(settings, creds["tenant_id"], idp))
+    stack.spawn("oidc-idp", idp.argv, idp.env, logs / "oidc-idp.log")
+    return creds, idp
 
 
 def _replica_lines(table: list[Replica], logs: Path) -> list[str]:
@@ -292,7 +317,8 @@ def _replica_lines(table: list[Replica], logs: Path) -> list[str]:
     ]
 
 
-def _print_banner(settings: Any, demo: dict[str, str], logs: Path, table: list[Replica] | None = None) -> None:
+def _print_banner(settings: Any, demo: dict[str, str], logs: Path, table: list[Replica] | None = None,
+                  oidc: tuple[dict[str, Any], oidc_demo.LocalIdp] | None = None) -> None:
     northwind = f"http://127.0.0.1:{settings.example_port}"
     lines = [
         _BANNER,
@@ -323,6 +349,8 @@ def _print_banner(settings: Any, demo: dict[str, str], logs: Path, table: list[R
             f"  Play the user: .venv/bin/python scripts/play_agent.py --company {northwind}",
             "",
         ]
+    if oidc is not None:
+        lines += oidc_demo.banner_lines(settings, *oidc)
     if table is not None:
         lines += _replica_lines(table, logs)
     lines += [
