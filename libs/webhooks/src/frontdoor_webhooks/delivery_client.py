@@ -263,7 +263,6 @@ class DeliveryClient:
         self._targets: dict[str, _Target] = {}
         self._fixed = (f"User-Agent: {self._policy.user_agent}\r\nAccept: */*\r\n"
                        "Accept-Encoding: identity\r\n").encode("latin-1")
-        self.connections_opened = 0
 
     @property
     def policy(self) -> OutboundPolicy:
@@ -422,7 +421,6 @@ class DeliveryClient:
             if conn is not None:
                 conn.close()
             raise FetchError(FetchErrorCode.CONNECT_ERROR, f"connection failed ({exc})") from None
-        self.connections_opened += 1
         return conn
 
     # -- reading the answer ---------------------------------------------------------
