@@ -1,0 +1,158 @@
+"""The agent simulator in a real browser (issue #19 §1 proof): an admin runs it and reads it.
+
+The stack is the scanner journeys' (`test_browser_scanner_funnel`): the real console app over
+a real socket (uvicorn), the real issuer app in-process, and a pretend internet (``MockWeb``)
+through which the console's SSRF-safe fetcher reaches the company's domain, the issuer and
+Northwind, the example company, in-process behind the real sdk and introspecting at the
+real issuer (as `tests/integration/console/test_simulator_api_call` wires it). Not a fresh
+``make run``: the same apps, with the network replaced, so that nothing leaves loopback.
+
+- A well-configured tenant whose poppy.json lists Northwind's OpenAPI API: the admin clicks
+  **Run the simulator** and every step that runs is green (discovery, signed-out Session,
+  the call to Northwind's first GET operation, revocation), the last informational; the run
+  is first in the history and its page opens, green.
+- A tenant with the wrong domain in its poppy.json: discovery fails with ``domain_mismatch``
+  and its doc link, the later steps do not run; the history and the run's page say so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from litestar.testing import AsyncTestClient
+from northwind import NorthwindConfig
+from northwind import create_app as northwind_app
+from playwright.async_api import expect
+
+from tests.browser.test_browser_scanner_funnel import (  # noqa: F401 (the scanner journeys' stack)
+    DOCS,
+    api,
+    issuer_app,
+    scan_context,
+    scan_site,
+    scan_web,
+)
+from tests.integration.conftest import STRONG_PASSWORD, TenantHandle, sign_up
+from tests.integration.console.test_simulator import route_to, wire
+from tests.integration.issuer.test_pap10_publish_check import publish_all
+from tests.integration.northwind.test_account_page import forwarding_client
+from tests.integration.signin.conftest import configure, resource_credential
+from tests.integration.test_issuer_discovery import verified_domain
+from tests.support.clock import ShiftableClock
+from tests.support.dns_server import LocalDNS
+from tests.support.mock_web import MockWeb
+
+pytestmark = pytest.mark.browser
+RAN = ("discovery", "session", "api", "revoke")  # the steps a green run passes; "refused" is informational
+
+
+@pytest.fixture
+async def northwind(api: AsyncTestClient[Any], issuer_app: AsyncTestClient[Any], dns: LocalDNS,  # noqa: F811
+                    scan_web: MockWeb, clock: ShiftableClock) -> AsyncIterator[tuple[TenantHandle, str]]:  # noqa: F811
+    """A tenant whose verified domain is Northwind's, its OpenAPI API listed in poppy.json; (tenant, origin)."""
+    tenant = await sign_up(api)
+    domain = await verified_domain(api, tenant, dns)
+    origin = f"https://{domain}"
+    await configure(api, tenant, apis=[{"type": "openapi", "url": f"{origin}/openapi.json",
+                                        "description": "Products and orders"}])
+    await publish_all(api, issuer_app, tenant, scan_web, domain)
+    await wire(scan_web, api, issuer_app, tenant)
+    credential = await resource_credential(api, tenant)
+    doc = (await api.get(f"/api/v1/domains/{domain}/poppy.json", headers=tenant.auth)).json()
+    async with forwarding_client(issuer_app) as to_issuer:
+        app = northwind_app(NorthwindConfig(issuer=tenant.issuer, credential=credential, public_url=origin, poppy=doc,
+                                            http_client=to_issuer, clock=clock))
+        async with AsyncTestClient(app=app, base_url=origin) as company:
+            for path in ("/openapi.json", "/api/products", "/api/orders", "/mcp"):
+                route_to(scan_web, company, origin + path)
+            yield tenant, origin
+
+
+async def _admin(context: Any, email: str) -> Any:
+    """A browser signed in to the console as the tenant's owner."""
+    page = await context.new_page()
+    await page.goto("/login")
+    await page.fill("input[name=email]", email)
+    await page.fill("input[name=password]", STRONG_PASSWORD)
+    await page.click("button[type=submit]")
+    await expect(page.locator("h1")).to_have_text("Overview")
+    return page
+
+
+async def _run(page: Any) -> str:
+    """Open the simulator, click Run, and answer the run's ID (its link under the run)."""
+    await page.goto("/simulator")
+    await expect(page.locator("h1")).to_have_text("Agent simulator")
+    await page.get_by_role("button", name="Run the simulator").click()
+    link = page.locator("a[data-run-link]")
+    await expect(link).to_be_visible()
+    return str(await link.inner_text()).strip()
+
+
+async def test_an_admin_runs_the_simulator_against_northwind_and_every_step_is_green(
+    scan_context: Any, northwind: tuple[TenantHandle, str],  # noqa: F811
+) -> None:
+    tenant, origin = northwind
+    page = await _admin(scan_context, tenant.email)
+    run_id = await _run(page)
+    run = page.locator("section[aria-labelledby=sim-run]")
+    for key in RAN:
+        step = run.locator(f"article[data-step={key}]")
+        await expect(step).to_have_attribute("data-status", "passed")
+        await expect(step.locator("h3 .ok")).to_have_text("passed")
+    await expect(run.locator("article[data-step=refused]")).to_have_attribute("data-status", "informational")
+    await expect(run.locator(".bad")).to_have_count(0)
+    await expect(run.locator(".finding")).to_have_count(0)
+    await expect(run.locator("article[data-step=api]")).to_contain_text(f"GET {origin}/api/products answered 200")
+    # Each exchange opens to show what went over the wire, the Session Token redacted.
+    call = run.locator("article[data-step=api] details.exchange", has_text=f"GET {origin}/api/products")
+    await call.locator("summary").click()
+    await expect(call.locator("pre").first).to_contain_text("Authorization: DPoP [redacted]")
+
+    # The run is first in the history; its page opens and shows the same steps, green.
+    latest = page.locator("table[data-table=simulator-runs] tbody tr").first
+    await expect(latest).to_have_attribute("data-run", run_id)
+    await expect(latest).to_contain_text("passed")
+    await expect(latest).to_contain_text(tenant.email)
+    await latest.locator(f"a[href='/simulator-runs/{run_id}']").click()
+    await expect(page).to_have_url(f"{page.url.split('/simulator')[0]}/simulator-runs/{run_id}")
+    await expect(page.locator("h1")).to_contain_text(run_id)
+    await expect(page.locator("[data-run-ok]")).to_have_attribute("data-run-ok", "yes")
+    for key in RAN:
+        await expect(page.locator(f"article[data-step={key}]")).to_have_attribute("data-status", "passed")
+
+
+async def test_a_wrong_domain_in_poppy_json_shows_domain_mismatch_with_its_doc(
+    scan_context: Any, api: AsyncTestClient[Any], issuer_app: AsyncTestClient[Any],  # noqa: F811
+    dns: LocalDNS, scan_web: MockWeb,  # noqa: F811
+) -> None:
+    tenant = await sign_up(api)
+    domain = await verified_domain(api, tenant, dns)
+    await publish_all(api, issuer_app, tenant, scan_web, domain)
+    doc = (await api.get(f"/api/v1/domains/{domain}/poppy.json", headers=tenant.auth)).json()
+    doc["organization"]["domain"] = "www." + domain  # the wrong domain in poppy.json
+    scan_web.serve(f"https://{domain}/.well-known/poppy.json", json=doc)
+    await wire(scan_web, api, issuer_app, tenant)
+
+    page = await _admin(scan_context, tenant.email)
+    run_id = await _run(page)
+    run = page.locator("section[aria-labelledby=sim-run]")
+    discovery = run.locator("article[data-step=discovery]")
+    await expect(discovery).to_have_attribute("data-status", "failed")
+    finding = discovery.locator(".finding[data-code=domain_mismatch]")
+    await expect(finding).to_be_visible()
+    await expect(finding.locator("a[data-doc]")).to_have_attribute("href", DOCS + "poppy-json.md#publish-check-findings")
+    await expect(finding.locator("a", has_text="Open the setting")).to_have_attribute("href", "/domains")
+    for key in ("session", "api", "revoke", "refused"):
+        await expect(run.locator(f"article[data-step={key}]")).to_have_attribute("data-status", "not_run")
+
+    latest = page.locator("table[data-table=simulator-runs] tbody tr").first
+    await expect(latest).to_have_attribute("data-run", run_id)
+    await expect(latest).to_contain_text("failed")
+    await expect(latest.locator("code", has_text="domain_mismatch")).to_be_visible()
+    await latest.locator(f"a[href='/simulator-runs/{run_id}']").click()
+    await expect(page.locator("[data-run-ok]")).to_have_attribute("data-run-ok", "no")
+    stored = page.locator("article[data-step=discovery] .finding[data-code=domain_mismatch]")
+    await expect(stored.locator("a[data-doc]")).to_have_attribute("href", DOCS + "poppy-json.md#publish-check-findings")
