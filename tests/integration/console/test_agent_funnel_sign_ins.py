@@ -1,7 +1,8 @@
 """The funnel's sign-in stages from real flows driven through the issuer: Device and Direct
 Sign-Ins prompted, completed, and abandoned before the login page, at it and at consent,
 counted exactly on the page, in the CSV and in the rollup, for this tenant only and without
-the simulator's client_id."""
+the simulator's client_id; and through the company's own OpenID Provider (a real
+``oidc-provider``), where a login cancelled at the IdP is abandoned at the login page."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from typing import Any
 
 import pytest
 from frontdoor_core.runtime import Runtime
+from frontdoor_core.settings import Settings
 from frontdoor_operations.funnel import materialise_closed_days
-from frontdoor_sessions import DeviceStore
+from frontdoor_sessions import DeviceStore, device_attempt_id, record_decision, record_prompt, record_stage
 from litestar.testing import AsyncTestClient
 
 from tests.integration.conftest import TenantHandle
@@ -22,9 +24,11 @@ from tests.integration.console.test_dashboard import sign_in
 from tests.integration.signin.conftest import Company, make_company, new_agent
 from tests.integration.signin.test_device_pages import company_login, csrf
 from tests.integration.signin.test_direct_sign_in import browser_sign_in, params, redeem, setup, to_consent
+from tests.integration.signin.test_oidc_sign_in import idp, staged  # noqa: F401 (the real oidc-provider)
 from tests.support.agent import TestAgent
 from tests.support.clock import ShiftableClock
 from tests.support.mock_web import MockWeb
+from tests.support.oidc import OpenIdProvider, login_at_idp
 
 SCOPE = "poppy:read orders:read"
 STAGES = ("prompted", "sign_ins", "abandoned_before_login", "abandoned_login", "abandoned_consent")
@@ -160,3 +164,64 @@ async def test_sign_in_stages_from_real_device_and_direct_flows(
     theirs = (await console.get("/analytics/funnel?days=7")).text
     assert _row(theirs, alpha.client_id)["prompted"] == "1" and _row(theirs, alpha.client_id)["sign_ins"] == "0"
     assert f'data-agent="{beta.client_id}"' not in theirs
+
+
+async def test_sign_in_stages_through_the_companys_idp(
+    settings: Settings, console: AsyncTestClient[Any], clock: ShiftableClock, runtime: Runtime, web: MockWeb,
+    idp: OpenIdProvider,  # noqa: F811
+) -> None:
+    """An ``oidc`` login connection: the IdP is the login page. A login cancelled there is
+    abandoned at the login page at once; one the IdP vouches for reaches consent."""
+    async with staged(settings, console, clock, runtime, web, idp) as stage:
+        agent = new_agent(web)
+        c = stage.company
+        session = await c.session(agent, "alice")
+        _, location = await stage.device_to_idp(agent)
+        cancelled = await login_at_idp(location, login="ada", stop_at=stage.callback_url, cancel=True)
+        assert (await stage.back(cancelled)).status_code == 200
+        started, back_url = await stage.device_to_callback(agent)
+        assert (await stage.back(back_url)).status_code == 303
+        await stage.consent(["poppy:read"])
+        polled = await c.poll(agent, started["device_code"], session["session_id"])
+        assert polled.status_code == 200, polled.text
+        _, location = await stage.device_to_idp(agent)
+        back_url = await login_at_idp(location, login="ada", stop_at=stage.callback_url)
+        assert (await stage.back(back_url)).status_code == 303  # at consent, then left there
+
+        await sign_in(console, c.tenant.email)
+        page = (await console.get("/analytics/funnel?days=7")).text
+        assert _stages(page, agent.client_id) == {"sessions": "1", "prompted": "3", "sign_ins": "1",
+                                                  "abandoned_before_login": "0", "abandoned_login": "1",
+                                                  "abandoned_consent": "0"}
+        clock.advance(minutes=11)
+        page = (await console.get("/analytics/funnel?days=7")).text
+        assert _stages(page, agent.client_id)["abandoned_consent"] == "1"
+
+
+async def test_an_attempt_moves_forward_only_in_its_own_tenant_and_until_it_ends(
+    tenant: TenantHandle, other_tenant: TenantHandle, runtime: Runtime, clock: ShiftableClock, db: Any,
+) -> None:
+    now = clock()
+    attempt = device_attempt_id("ab" * 32)
+    later = now + timedelta(seconds=30)
+    async with runtime.pool.acquire() as conn:
+        await record_prompt(conn, tenant.id, attempt, client_id="https://a.example/agent.json", sign_in_type="device",
+                            now=now, expires_at=now + timedelta(minutes=10))
+        # Another tenant can neither move nor decide it.
+        assert not await record_stage(conn, other_tenant.id, attempt, "login", now=now)
+        assert not await record_decision(conn, other_tenant.id, attempt, allowed=True, now=now)
+        assert await record_stage(conn, tenant.id, attempt, "login", now=now)
+        assert await record_stage(conn, tenant.id, attempt, "login", now=later)  # reached again: the first time stays
+        assert await record_decision(conn, tenant.id, attempt, allowed=False, now=later)
+        assert not await record_decision(conn, tenant.id, attempt, allowed=True, now=later)  # the first decision stands
+        assert not await record_stage(conn, tenant.id, attempt, "consent", now=later)  # decided: over
+        ended = device_attempt_id("cd" * 32)
+        await record_prompt(conn, tenant.id, ended, client_id="https://a.example/agent.json", sign_in_type="device",
+                            now=now, expires_at=now + timedelta(minutes=10))
+        assert not await record_stage(conn, tenant.id, ended, "login", now=now + timedelta(minutes=10))  # expired
+    row = await db.fetchrow("SELECT login_at, consent_at, decided_at, allowed FROM sign_in_attempts"
+                            " WHERE tenant_id = $1 AND id = $2", tenant.id, attempt)
+    assert (row["login_at"], row["consent_at"], row["decided_at"], row["allowed"]) == (now, None, later, False)
+    assert await db.fetchval("SELECT login_at FROM sign_in_attempts WHERE tenant_id = $1 AND id = $2",
+                             tenant.id, ended) is None
+    assert not await db.fetchval("SELECT count(*) FROM sign_in_attempts WHERE tenant_id = $1", other_tenant.id)

@@ -16,6 +16,9 @@ What the decision does depends on the flow's kind: a Device flow approves or den
 user code (the agent's next poll learns it); a Direct flow redirects the browser to the
 agent's ``redirect_uri`` with a one-use ``code`` or ``error=access_denied``, always with
 ``state`` and ``iss`` (RFC 9207).
+
+Each step is recorded on the flow's sign-in attempt (`reached`, `decided`;
+`frontdoor_sessions.sign_in_attempts`) for the agent funnel: the login page, consent, the decision.
 """
 
 from __future__ import annotations
@@ -210,7 +213,7 @@ async def login_callback(slug: FromPath[str], request: Request[Any, Any, Any], s
         raise
     except Exception:
         return message(tenant, state, "We could not confirm your sign-in", "Start again from your assistant.", 400)
-    flow.account_id = account
+    flow.account_id, flow.idp_session, flow.login_via = account, None, "handoff"
     await flows.save(flow_id, flow)
     await reached(state, tenant, flow, "consent")
     return Redirect(f"{tenant.issuer}/consent", status_code=303, cookies=[flow_cookie(state, slug, flow_id)],
@@ -272,7 +275,7 @@ async def _device_decision(state: State, tenant: TenantIssuer, flow: FlowState,
             await devices.deny(tenant.tenant_id, flow.user_code)
         return message(tenant, state, "Access denied", f"{flow.agent_name} was not given access. You can close this page.")
     if flow.user_code and not await devices.approve(tenant.tenant_id, flow.user_code, flow.account_id, granted,
-                                                    idp_session=flow.idp_session):
+                                                    idp_session=flow.idp_session, login_via=flow.login_via):
         return message(tenant, state, "This code has expired", "Start again from your assistant.", 400)
     return message(tenant, state, "You're connected",
                    f"{flow.agent_name} can now act for you within what you allowed. Go back to your assistant.")
@@ -291,7 +294,8 @@ async def _direct_decision(state: State, tenant: TenantIssuer, flow: FlowState,
     code = await codes.issue(tenant.tenant_id, IssuedCode(
         client_id=flow.client_id, redirect_uri=redirect_uri, code_challenge=str(request.get("code_challenge", "")),
         requested_scope=" ".join(flow.requested_scope), scope=" ".join(granted), account_id=flow.account_id or "",
-        profile="1.0" if request.get("profile") == "1.0" else "0.2", idp_session=flow.idp_session or ""),
+        profile="1.0" if request.get("profile") == "1.0" else "0.2", idp_session=flow.idp_session or "",
+        login_via=flow.login_via or ""),
         now=state.ctx.now())
     return authorization_redirect(redirect_uri, tenant.issuer, code=code, state=agent_state)
 
