@@ -273,6 +273,39 @@ async def test_an_idle_connection_that_received_bytes_is_not_reused(serve: Any, 
     assert [(s.connection, s.number) for s in server.seen] == [(1, 1), (2, 1)]
 
 
+async def test_an_answer_with_more_bytes_behind_it_is_not_pooled(serve: Any, lean: LeanClient) -> None:
+    """A 65,536-byte answer with a second answer behind it in the same write: the second is no
+    answer to the next request (it would hand one request another's state); the connection that
+    carried them is dropped and the next call gets its own answer on a new one."""
+    stale = answer(body={**ACTIVE, "sid": "ses_stale"})
+    pad = 65_536 - len(answer(body={**ACTIVE, "pad": ""}))
+    pad -= len(answer(body={**ACTIVE, "pad": "x" * pad})) - 65_536  # Content-Length's own digits
+    first = answer(body={**ACTIVE, "pad": "x" * pad})  # what one 64 KiB read takes
+    assert len(first) == 65_536
+    server = await serve(lambda seen: Reply(first + stale) if seen.connection == 1
+                         else Reply(answer(body={**ACTIVE, "sid": f"ses_{seen.connection}_{seen.number}"})))
+    ask = introspector(server, lean)
+    assert (await ask.introspect("t")).sid == "ses_1"
+    assert (await ask.introspect("t")).sid == "ses_2_1"
+    assert [(s.connection, s.number) for s in server.seen] == [(1, 1), (2, 1)]
+
+
+async def test_bytes_after_a_buffer_filling_answer_are_seen_while_idle(serve: Any, lean: LeanClient) -> None:
+    """An answer larger than one read (its socket reads paused meanwhile) is pooled; a 408 the
+    server sends on it while idle is still seen, so it is no answer to the next request."""
+    big = answer(body={**ACTIVE, "pad": "x" * 65_400})
+    assert len(big) > 65_536
+    server = await serve(lambda seen: Reply(big) if seen.number == 1 else
+                         Reply(big, late=b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
+                         if seen.connection == 1 else Reply(answer()))
+    ask = introspector(server, lean)
+    assert (await ask.introspect("t")).active
+    assert (await ask.introspect("t")).active  # the same connection
+    await asyncio.sleep(0.1)  # the 408 arrived; the server has not closed yet
+    assert (await ask.introspect("t")).active
+    assert [(s.connection, s.number) for s in server.seen] == [(1, 1), (1, 2), (2, 1)]
+
+
 async def test_a_stale_connection_is_retried_once_on_a_new_one(serve: Any, lean: LeanClient) -> None:
     """The server closes a reused connection on reading the request, before any answer byte:
     sent again, once, on a fresh connection (RFC 9112 §9.3.1); the caller sees the answer."""

@@ -4,14 +4,16 @@ The verifier asks Frontdoor about a Session on every request (PAP-4.9-01), so th
 own cost is on every request's path: through ``httpx`` one small ``POST`` costs ~2.3 ms of
 CPU (request and response models, httpcore, h11, anyio, cookies); the same bytes over an
 asyncio stream ~0.2 ms. This client does only what those calls need: ``POST`` with a
-known body over asyncio streams, HTTP/1.1 keep-alive with a small pool per origin
+known body over an asyncio transport, HTTP/1.1 keep-alive with a small pool per origin
 (concurrent requests each get a connection of their own), ``Content-Length`` and
 ``chunked`` answers read up to a cap, one total deadline per request.
 
 It fails closed: anything but a complete, well-framed answer is :class:`LeanHTTPError`
-and the connection is dropped, never returned to the pool half-read. A pooled connection
-the server closed while idle is retried once on a new connection, and only when not a
-byte of an answer had arrived (RFC 9112 §9.3.1 allows retrying then); never after.
+and the connection is dropped, never returned to the pool half-read nor with any byte
+behind its answer (a connection's bytes are in one buffer, so none wait unseen). A
+pooled connection the server closed while idle is retried once on a new connection, and
+only when not a byte of an answer had arrived (RFC 9112 §9.3.1 allows retrying then);
+never after.
 
 TLS uses :func:`httpx.create_ssl_context`, so its roots are exactly the ``httpx`` default
 client's (certifi, or ``SSL_CERT_FILE``/``SSL_CERT_DIR``), with hostname checks. Plain
@@ -28,9 +30,9 @@ import ssl
 import time
 import urllib.request
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from importlib import metadata
-from typing import Final, SupportsIndex
+from typing import Final, cast
 from urllib.parse import urlsplit
 
 import httpx
@@ -150,58 +152,144 @@ class _Target:
         self.head = f"POST {path} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: {_USER_AGENT}\r\n"
 
 
-class _Reader(asyncio.StreamReader):
-    """A stream reader that notes bytes arriving, so an idle connection that got any is not reused."""
+class _Wire(asyncio.Protocol):
+    """One connection's bytes, in one buffer: all that arrived and was not yet read as an answer.
 
-    fed = False
+    There is no second buffer (a ``StreamReader``'s) where bytes behind an answer could wait
+    unseen: what the buffer holds after an answer, or gets while the connection is idle, is
+    what decides that the connection is not reused.
+    """
 
-    def feed_data(self, data: Iterable[SupportsIndex]) -> None:
-        self.fed = True
-        super().feed_data(data)
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+        self.eof = False
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
+        self._lost: Exception | None = None
+        self._closed = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._writable: asyncio.Future[None] | None = None
+        self._paused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast("asyncio.Transport", transport)  # a stream's (TCP or TLS)
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if len(self.buffer) > _READ and not self._paused and self._transport is not None:
+            self._paused = True  # more than an answer's next step needs: the reader resumes it
+            self._transport.pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        self._wake()
+        return False  # the transport closes itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.eof = self._closed = True
+        self._lost = exc
+        self._wake()
+        writable, self._writable = self._writable, None
+        if writable is not None and not writable.done():
+            writable.set_result(None)
+
+    def pause_writing(self) -> None:
+        if self._writable is None:
+            self._writable = self._loop.create_future()
+
+    def resume_writing(self) -> None:
+        writable, self._writable = self._writable, None
+        if writable is not None and not writable.done():
+            writable.set_result(None)
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def drain(self) -> None:
+        """Wait until the transport takes more writes.
+
+        Raises:
+            OSError: The connection was lost.
+        """
+        if self._writable is not None:
+            await self._writable
+        if self._closed:
+            raise self._lost if isinstance(self._lost, OSError) else ConnectionResetError("lost")
+
+    def resume(self) -> None:
+        """Read from the socket again (after an answer that filled the buffer)."""
+        if self._paused and self._transport is not None:
+            self._paused = False
+            self._transport.resume_reading()
+
+    async def more(self) -> bool:
+        """Wait for bytes beyond those in the buffer; ``False`` at the end of the connection.
+
+        Raises:
+            OSError: The connection was lost with an error (a reset, TLS).
+        """
+        size = len(self.buffer)
+        self.resume()
+        while len(self.buffer) == size:
+            if self.eof:
+                if isinstance(self._lost, OSError):
+                    raise self._lost
+                return False
+            self._waiter = self._loop.create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return True
 
 
 class _Connection:
     """One kept-alive connection; ``exchange`` sends one request and reads its whole answer."""
 
-    __slots__ = ("idle_since", "reader", "writer")
+    __slots__ = ("idle_since", "transport", "wire")
 
-    def __init__(self, reader: _Reader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
+    def __init__(self, transport: asyncio.Transport, wire: _Wire) -> None:
+        self.transport = transport
+        self.wire = wire
         self.idle_since = 0.0
 
     def idle(self, now: float) -> None:
         self.idle_since = now
-        self.reader.fed = False
+        self.wire.resume()  # so a server's close (or bytes) while idle is seen
 
     def usable(self, now: float, expiry: float) -> bool:
         # Bytes while idle (a server's 408 before it closes, or anything else) are no answer
         # to the next request: such a connection is dropped, like one the server closed.
-        return (now - self.idle_since < expiry and not self.reader.fed and not self.reader.at_eof()
-                and not self.writer.transport.is_closing())
+        return (now - self.idle_since < expiry and not self.wire.buffer and not self.wire.eof
+                and not self.transport.is_closing())
 
     def close(self, *, abort: bool = False) -> None:
-        transport = self.writer.transport
         with contextlib.suppress(RuntimeError):  # its event loop is closed: nothing left to close
             if abort:
-                transport.abort()
+                self.transport.abort()
             else:
-                transport.close()
+                self.transport.close()
 
     async def exchange(self, request: bytes, max_bytes: int) -> tuple[LeanResponse, bool]:
         """Send ``request``; the answer, and whether the connection may be reused.
+
+        It may be reused only when the answer was read whole and nothing at all is buffered
+        behind it: bytes there are no answer to a later request.
 
         Raises:
             _Stale: The connection ended before any byte of the answer.
             LeanHTTPError: Any other failure (the caller drops the connection).
             OSError: From the socket or TLS (likewise).
         """
-        self.writer.write(request)
+        wire = self.wire
+        buffer = wire.buffer
+        self.transport.write(request)
         try:
-            await self.writer.drain()
+            await wire.drain()
         except OSError:
             raise _Stale("the connection was closed") from None
-        buffer = bytearray()
         scanned = 0
         while True:  # the head; interim 1xx answers are skipped
             end = buffer.find(b"\r\n\r\n", scanned)
@@ -210,16 +298,15 @@ class _Connection:
                     raise LeanHTTPError("the answer's head is too large")
                 scanned = max(len(buffer) - 3, 0)
                 try:
-                    chunk = await self.reader.read(_READ)
+                    arrived = await wire.more()
                 except OSError:
                     if not buffer:
                         raise _Stale("the connection was reset") from None
                     raise
-                if not chunk:
+                if not arrived:
                     if not buffer:
                         raise _Stale("the connection was closed")
                     raise LeanHTTPError("the connection closed mid-answer")
-                buffer += chunk
                 continue
             version, status, headers = _parse_head(bytes(buffer[:end]))
             del buffer[: end + 4]
@@ -236,37 +323,36 @@ class _Connection:
         limit = max_bytes + 1
         if status in _NO_BODY:
             content = b""
-            keep = keep and not buffer
         elif "transfer-encoding" in headers:
             if "content-length" in headers or headers["transfer-encoding"].lower() != "chunked":
                 raise LeanHTTPError("the answer's framing is ambiguous")
-            content, whole = await self._chunked(buffer, limit)
+            content, whole = await self._chunked(limit)
             keep = keep and whole
         elif "content-length" in headers:
             length = _content_length(headers["content-length"])
             want = min(length, limit)
             while len(buffer) < want:
-                await self._more(buffer)
+                await self._more()
             content = bytes(buffer[:want])
-            keep = keep and length == want and len(buffer) == length
+            del buffer[:want]
+            keep = keep and length == want
         else:  # delimited by the end of the connection
-            while len(buffer) < limit:
-                chunk = await self.reader.read(_READ)
-                if not chunk:
-                    break
-                buffer += chunk
+            while len(buffer) < limit and await wire.more():
+                pass
             content = bytes(buffer[:limit])
             keep = False
-        return LeanResponse(status, headers, content), keep
+        return LeanResponse(status, headers, content), keep and not buffer
 
-    async def _more(self, buffer: bytearray) -> None:
-        chunk = await self.reader.read(_READ)
-        if not chunk:
+    async def _more(self) -> None:
+        if not await self.wire.more():
             raise LeanHTTPError("the connection closed mid-answer")
-        buffer += chunk
 
-    async def _chunked(self, buffer: bytearray, limit: int) -> tuple[bytes, bool]:
-        """The ``chunked`` body (RFC 9112 §7.1), at most ``limit`` bytes; whether it was read whole."""
+    async def _chunked(self, limit: int) -> tuple[bytes, bool]:
+        """The ``chunked`` body (RFC 9112 §7.1), at most ``limit`` bytes; whether it was read whole.
+
+        Read whole, its bytes (the trailer's too) are gone from the buffer.
+        """
+        buffer = self.wire.buffer
         body = bytearray()
         pos = 0
         while True:
@@ -274,7 +360,7 @@ class _Connection:
             while line_end < 0:
                 if len(buffer) - pos > _MAX_CHUNK_LINE:
                     raise LeanHTTPError("a chunk line is too long")
-                await self._more(buffer)
+                await self._more()
                 line_end = buffer.find(b"\r\n", pos)
             size_field = bytes(buffer[pos:line_end]).split(b";", 1)[0].strip(b" \t")
             if not _CHUNK_SIZE.fullmatch(size_field):
@@ -286,11 +372,11 @@ class _Connection:
             room = limit - len(body)
             if size > room:  # too long: read up to the cap, then drop the connection
                 while len(buffer) - pos < room:
-                    await self._more(buffer)
+                    await self._more()
                 body += buffer[pos : pos + room]
                 return bytes(body), False
             while len(buffer) - pos < size + 2:
-                await self._more(buffer)
+                await self._more()
             if buffer[pos + size : pos + size + 2] != b"\r\n":
                 raise LeanHTTPError("a chunk is not followed by CRLF")
             body += buffer[pos : pos + size]
@@ -301,10 +387,11 @@ class _Connection:
             while line_end < 0:
                 if len(buffer) - pos > _MAX_HEAD:
                     raise LeanHTTPError("the trailer is too large")
-                await self._more(buffer)
+                await self._more()
                 line_end = buffer.find(b"\r\n", pos)
             if line_end == pos:
-                return bytes(body), len(buffer) == pos + 2
+                del buffer[: pos + 2]
+                return bytes(body), True
             pos = line_end + 2
 
 
@@ -471,15 +558,11 @@ class LeanClient:
 
     async def _connect(self, target: _Target) -> _Connection:
         context = self._ssl_context() if target.tls else None
-        loop = asyncio.get_running_loop()
-        reader = _Reader(limit=_READ, loop=loop)  # asyncio.open_connection, with that reader
-        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
-        transport, _ = await loop.create_connection(
-            lambda: protocol, target.host, target.port, ssl=context,
-            server_hostname=target.host if context else None,
+        transport, wire = await asyncio.get_running_loop().create_connection(
+            _Wire, target.host, target.port, ssl=context, server_hostname=target.host if context else None,
         )
         self.connects += 1
-        return _Connection(reader, asyncio.StreamWriter(transport, protocol, reader, loop))
+        return _Connection(transport, wire)
 
     def _ssl_context(self) -> ssl.SSLContext:
         if self._ssl is None:
