@@ -334,6 +334,22 @@ async def test_a_close_mid_answer_is_unavailable_and_never_retried(serve: Any, l
     assert lean.connects == 1
 
 
+async def test_a_close_after_an_interim_answer_is_never_retried(serve: Any, lean: LeanClient) -> None:
+    """``100 Continue``, then the reused connection ends: bytes of an answer arrived, so the
+    request may have been acted on; not sent again (a session-state ``jti`` would read as
+    replayed), unavailable."""
+    ok = answer(body={"state": "active", "session": "ses_9"})
+    server = await serve(lambda seen: Reply(ok) if seen.number == 1 else
+                         Reply(b"HTTP/1.1 100 Continue\r\n\r\n", close=True))
+    client = SessionStateClient(f"{server.base}/shop-a/poppy/session-state", CREDENTIAL, lean)
+    assert (await client.check(client_id=CLIENT_ID, sid="s", sub="u", jti="j1", iat=NOW)).state == "active"
+    with pytest.raises(SessionStateUnavailable):
+        await client.check(client_id=CLIENT_ID, sid="s", sub="u", jti="j2", iat=NOW)
+    assert [(s.connection, s.number) for s in server.seen] == [(1, 1), (1, 2)]
+    assert [json.loads(s.body)["jti"] for s in server.seen] == ["j1", "j2"]
+    assert lean.connects == 1
+
+
 async def test_a_timeout_is_unavailable_and_the_connection_is_not_reused(serve: Any, lean: LeanClient) -> None:
     server = await serve(lambda seen: Reply(answer(), delay=0.5 if seen.connection == 1 else 0))
     ask = introspector(server, lean, timeout=0.1)

@@ -66,7 +66,7 @@ class LeanHTTPError(Exception):
 
 
 class _Stale(LeanHTTPError):
-    """The connection ended before a single byte of the answer arrived."""
+    """The connection ended before a single byte of an answer arrived (a 1xx counts)."""
 
 
 class LeanResponse:
@@ -162,6 +162,8 @@ class _Wire(asyncio.Protocol):
 
     def __init__(self) -> None:
         self.buffer = bytearray()
+        self.received = 0
+        """Bytes that ever arrived: an exchange tells by it whether any of its answer did."""
         self.eof = False
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
@@ -176,6 +178,7 @@ class _Wire(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
+        self.received += len(data)
         if len(self.buffer) > _READ and not self._paused and self._transport is not None:
             self._paused = True  # more than an answer's next step needs: the reader resumes it
             self._transport.pause_reading()
@@ -279,17 +282,20 @@ class _Connection:
         behind it: bytes there are no answer to a later request.
 
         Raises:
-            _Stale: The connection ended before any byte of the answer.
+            _Stale: The connection ended before any byte of an answer (interim or final).
             LeanHTTPError: Any other failure (the caller drops the connection).
             OSError: From the socket or TLS (likewise).
         """
         wire = self.wire
         buffer = wire.buffer
+        before = wire.received  # once a byte arrived (an interim 1xx too), never _Stale
         self.transport.write(request)
         try:
             await wire.drain()
         except OSError:
-            raise _Stale("the connection was closed") from None
+            if wire.received == before:
+                raise _Stale("the connection was closed") from None
+            raise
         scanned = 0
         while True:  # the head; interim 1xx answers are skipped
             end = buffer.find(b"\r\n\r\n", scanned)
@@ -300,11 +306,11 @@ class _Connection:
                 try:
                     arrived = await wire.more()
                 except OSError:
-                    if not buffer:
+                    if wire.received == before:
                         raise _Stale("the connection was reset") from None
                     raise
                 if not arrived:
-                    if not buffer:
+                    if wire.received == before:
                         raise _Stale("the connection was closed")
                     raise LeanHTTPError("the connection closed mid-answer")
                 continue
