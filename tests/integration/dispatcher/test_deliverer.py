@@ -231,6 +231,31 @@ async def test_a_deliverer_holds_only_its_share_of_one_endpoint(
         await conn.execute("UPDATE webhook_messages SET state = 'aborted' WHERE endpoint_id = $1", ep)
 
 
+async def test_a_chosen_row_the_lease_did_not_take_is_handed_back_to_the_caller(
+        console: AsyncTestClient[Any], tenant: TenantHandle, runtime: Runtime, web: MockWeb) -> None:
+    seen: list[str] = []
+    ep = await endpoint(console, tenant, web, seen)
+    ids = await enqueue(runtime, tenant.id, ep, 2)
+    lanes = Lanes()
+    # A row chosen but gone by the time of the lease (as when its endpoint is deleted meanwhile).
+    ghost = Candidate(tenant.id, "msg_gone", ep)
+    unclaimed: list[Candidate] = []
+
+    def choose(found: list[Candidate]) -> list[Candidate]:
+        return lanes.choose([c for c in found if c.endpoint_id == ep] + [ghost])
+
+    def drop(candidate: Candidate) -> None:
+        unclaimed.append(candidate)
+        lanes.release(candidate.tenant_id, candidate.endpoint_id)
+
+    async with runtime.pool.acquire() as conn:
+        claims, _ = await claim_due(conn, runtime.clock(), POLICY.lease, limit=50, choose=choose, unclaimed=drop)
+        assert sorted(c.id for c, _ in claims) == sorted(ids)
+        assert unclaimed == [ghost]
+        assert lanes.held == 2 and lanes.by_endpoint[ep] == 2  # only what it holds is counted
+        await conn.execute("UPDATE webhook_messages SET state = 'aborted' WHERE endpoint_id = $1", ep)
+
+
 async def test_a_lease_is_renewed_only_while_the_claim_is_still_ours(
         console: AsyncTestClient[Any], tenant: TenantHandle, runtime: Runtime, web: MockWeb) -> None:
     seen: list[str] = []

@@ -77,6 +77,7 @@ async def claim_due(conn: asyncpg.Connection, now: datetime, lease: timedelta, *
                     choose: Callable[[list[Candidate]], list[Candidate]],
                     exclude_endpoints: Sequence[str] = (), exclude_tenants: Sequence[str] = (),
                     order: Literal["oldest", "newest"] = "oldest",
+                    unclaimed: Callable[[Candidate], None] | None = None,
                     ) -> tuple[list[tuple[ClaimedMessage, datetime]], int]:
     """Claim what ``choose`` keeps of up to ``limit`` due messages; the claims and how many were found.
 
@@ -88,6 +89,8 @@ async def claim_due(conn: asyncpg.Connection, now: datetime, lease: timedelta, *
         exclude_endpoints: Endpoints (and ``exclude_tenants``: tenants) whose share the
             caller holds: their messages are not found.
         order: ``newest`` walks the due index from its newest end (see the module).
+        unclaimed: Called for each chosen row the lease did not take after all (its
+            endpoint went away meanwhile), so the caller stops counting it.
 
     Each claim comes with the time its message was due (for the lag metric). Messages of
     disabled endpoints are never found (parked, or their endpoint's ``enabled`` false).
@@ -108,6 +111,8 @@ async def claim_due(conn: asyncpg.Connection, now: datetime, lease: timedelta, *
             fields = dict(r)
             due_at = fields.pop("due_at")
             out.append((ClaimedMessage(**fields), due_at))
+        elif unclaimed is not None:
+            unclaimed(c)
     return out, len(found)
 
 

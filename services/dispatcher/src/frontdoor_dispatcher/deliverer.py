@@ -46,7 +46,7 @@ from frontdoor_core.db import create_pool
 from frontdoor_core.settings import Settings
 from frontdoor_operations.perform import perform_message
 from frontdoor_tenancy.credentials import Kek
-from frontdoor_webhooks.claims import claim_due, extend_lease, release_claims
+from frontdoor_webhooks.claims import Candidate, claim_due, extend_lease, release_claims
 from frontdoor_webhooks.delivered_batch import DeliveredBatch
 from frontdoor_webhooks.delivery import ClaimedMessage, Throttle, deliver
 from frontdoor_webhooks.delivery_policy import DeliveryPolicy
@@ -173,19 +173,25 @@ class Deliverer:
         now = self._clock()
         full_endpoints, full_tenants = lanes.full_endpoints(), lanes.full_tenants()
         claims, found = await claim_due(conn, now, self._policy.lease, limit=limit, choose=lanes.choose,
-                                        exclude_endpoints=full_endpoints, exclude_tenants=full_tenants)
+                                        exclude_endpoints=full_endpoints, exclude_tenants=full_tenants,
+                                        unclaimed=self._unclaimed)
         shares_full = bool(full_endpoints or full_tenants or lanes.full_endpoints())
         if found < limit and shares_full and (news or time.monotonic() - self._newest_at >= NEWEST_EVERY):
             # A backlog at its share fills the oldest end of the due index: look at the newest too.
             self._newest_at = time.monotonic()
             more, _ = await claim_due(conn, now, self._policy.lease, limit=min(lanes.room, self._batch),
                                       choose=lanes.choose, exclude_endpoints=lanes.full_endpoints(),
-                                      exclude_tenants=lanes.full_tenants(), order="newest")
+                                      exclude_tenants=lanes.full_tenants(), order="newest",
+                                      unclaimed=self._unclaimed)
             claims += more
         for claimed, due_at in claims:
             self._start(claimed, due_at, now)
         HELD.set(lanes.held)
         return found >= limit and len(claims) > 0
+
+    def _unclaimed(self, candidate: Candidate) -> None:
+        """A chosen row the lease did not take (its endpoint went away): no longer held."""
+        self.lanes.release(candidate.tenant_id, candidate.endpoint_id)
 
     def _start(self, claimed: ClaimedMessage, due_at: datetime, now: datetime) -> None:
         CLAIM_DELAY.observe(max((now - due_at).total_seconds(), 0.0))
