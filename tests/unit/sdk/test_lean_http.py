@@ -377,6 +377,13 @@ async def test_a_refused_credential_is_refused(serve: Any, lean: LeanClient, sta
 
 @pytest.mark.parametrize("data", [
     b"HTTP/1.1 2OO OK\r\nContent-Length: 0\r\n\r\n",
+    b"HTTP/1.1 2\xb20 OK\r\nContent-Length: 0\r\n\r\n",  # a superscript two: a digit, not ASCII
+    b"HTTP/1.1 \xd9\xa2\xd9\xa0\xd9\xa0 OK\r\nContent-Length: 0\r\n\r\n",  # Arabic-Indic, as UTF-8
+    b"HTTP/1.1 099 Low\r\nContent-Length: 0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Length: \xb2\r\n\r\n{}",
+    b"HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\n{}",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\xb2\r\n{}\r\n0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x2\r\n{}\r\n0\r\n\r\n",
     b"HTTP/2 200\r\nContent-Length: 0\r\n\r\n",
     b"HELLO\r\n\r\n",
     b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",

@@ -43,6 +43,10 @@ _LOOPBACK: Final = frozenset({"localhost", "127.0.0.1", "::1"})
 _READ: Final = 64 * 1024
 _MAX_HEAD: Final = 16 * 1024
 _MAX_CHUNK_LINE: Final = 1024
+# ASCII digits only: str.isdigit() and int() also take other scripts' digits ("2²0"), and
+# int() raises on some of those; a status, a length or a size is these bytes or malformed.
+_STATUS: Final = re.compile(r"[1-9][0-9]{2}")
+_LENGTH: Final = re.compile(r"[0-9]{1,18}")
 _CHUNK_SIZE: Final = re.compile(rb"[0-9A-Fa-f]{1,16}")
 _NO_BODY: Final = frozenset({204, 304})
 _UNSAFE: Final = re.compile(r"[\r\n\x00]")
@@ -405,7 +409,7 @@ def _parse_head(head: bytes) -> tuple[str, int, dict[str, str]]:
     lines = head.decode("latin-1").split("\r\n")
     version, _, rest = lines[0].partition(" ")
     code = rest[:3]
-    if (version not in ("HTTP/1.1", "HTTP/1.0") or len(code) != 3 or not code.isdigit()
+    if (version not in ("HTTP/1.1", "HTTP/1.0") or not _STATUS.fullmatch(code)
             or (len(rest) > 3 and rest[3] != " ")):
         raise LeanHTTPError("the status line is malformed")
     headers: dict[str, str] = {}
@@ -424,7 +428,7 @@ def _content_length(value: str) -> int:
     if len(lengths) != 1:
         raise LeanHTTPError("the answer's Content-Length is ambiguous")
     length = lengths.pop()
-    if not length.isascii() or not length.isdigit() or len(length) > 18:
+    if not _LENGTH.fullmatch(length):
         raise LeanHTTPError("the answer's Content-Length is malformed")
     return int(length)
 
