@@ -237,6 +237,36 @@ async def test_a_chunked_answer_is_decoded(serve: Any, lean: LeanClient) -> None
     assert server.connections == 1
 
 
+async def test_a_trailer_over_the_head_cap_fails_closed(serve: Any, lean: LeanClient) -> None:
+    """The trailer's lines together are capped like a head (16 KiB), not only each line: a
+    trailer of many short fields is refused, not read on until the deadline."""
+    document = json.dumps(ACTIVE).encode()
+    server = await serve(lambda seen: Reply(chunked([document], trailer="X-T: 1\r\n" * 2_100)))  # 16.8 KB
+    ask = introspector(server, lean, timeout=5)
+    with pytest.raises(IntrospectionUnavailable, match="could not be reached"):
+        await ask.introspect("t")
+    server.handler = lambda seen: Reply(chunked([document], trailer="X-T: 1\r\n" * 1_900))  # 15.2 KB
+    assert (await ask.introspect("t")).active
+    assert (await ask.introspect("t")).active
+    assert [(s.connection, s.number) for s in server.seen] == [(1, 1), (2, 1), (2, 2)]
+
+
+@pytest.mark.parametrize("data", [
+    answer(headers={f"X-F{n}": "v" * 40 for n in range(400)}),  # a 20 KB head, in one write
+    b"HTTP/1.1 100 Continue\r\n\r\n" * 700 + answer(),  # 17.5 KB of interim heads
+])
+async def test_heads_over_the_cap_fail_closed(serve: Any, lean: LeanClient, data: bytes) -> None:
+    """The head cap (16 KiB) is on the bytes however many reads brought them, interim answers'
+    heads included, so endless 1xx answers are refused, not read until the deadline."""
+    server = await serve(lambda seen: Reply(data))
+    ask = introspector(server, lean, timeout=5)
+    with pytest.raises(IntrospectionUnavailable, match="could not be reached"):
+        await ask.introspect("t")
+    server.handler = lambda seen: Reply(b"HTTP/1.1 100 Continue\r\n\r\n" * 2 + answer())
+    assert (await ask.introspect("t")).active
+    assert server.connections == 2
+
+
 @pytest.mark.parametrize("framing", ["content-length", "chunked", "until-close"])
 async def test_an_oversize_answer_fails_closed(serve: Any, lean: LeanClient, framing: str) -> None:
     """Over 64 KiB is refused as no state; the rest is not read and the connection is dropped."""

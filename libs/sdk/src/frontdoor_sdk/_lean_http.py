@@ -301,10 +301,11 @@ class _Connection:
                 raise _Stale("the connection was closed") from None
             raise
         scanned = 0
+        heads = 0  # the heads' bytes, interim ones included: together at most _MAX_HEAD
         while True:  # the head; interim 1xx answers are skipped
             end = buffer.find(b"\r\n\r\n", scanned)
             if end < 0:
-                if len(buffer) > _MAX_HEAD:
+                if heads + len(buffer) > _MAX_HEAD:
                     raise LeanHTTPError("the answer's head is too large")
                 scanned = max(len(buffer) - 3, 0)
                 try:
@@ -318,6 +319,9 @@ class _Connection:
                         raise _Stale("the connection was closed")
                     raise LeanHTTPError("the connection closed mid-answer")
                 continue
+            heads += end + 4
+            if heads > _MAX_HEAD:  # however many reads brought it
+                raise LeanHTTPError("the answer's head is too large")
             version, status, headers = _parse_head(bytes(buffer[:end]))
             del buffer[: end + 4]
             scanned = 0
@@ -392,13 +396,16 @@ class _Connection:
             body += buffer[pos : pos + size]
             del buffer[: pos + size + 2]
             pos = 0
-        while True:  # trailer fields, ignored, up to the empty line
+        trailer = pos
+        while True:  # trailer fields, ignored, up to the empty line; together at most _MAX_HEAD
             line_end = buffer.find(b"\r\n", pos)
             while line_end < 0:
-                if len(buffer) - pos > _MAX_HEAD:
+                if len(buffer) - trailer > _MAX_HEAD:
                     raise LeanHTTPError("the trailer is too large")
                 await self._more()
                 line_end = buffer.find(b"\r\n", pos)
+            if line_end + 2 - trailer > _MAX_HEAD:
+                raise LeanHTTPError("the trailer is too large")
             if line_end == pos:
                 del buffer[: pos + 2]
                 return bytes(body), True
