@@ -5,7 +5,8 @@ is a real ``oidc-provider``: the issuer reads the IdP's discovery document and J
 it. The logout tokens are signed here with the IdP's own key (the one it publishes), so
 each test chooses exactly the claims §2.6 is about: a forged one, a wrong ``aud``, a
 replayed ``jti``, a ``nonce``, no ``events``, a wrong ``typ``; and that a valid one signs
-the account's Sessions out and revokes its Account Tokens in that tenant only.
+the account's Sessions out and revokes its Account Tokens in that tenant only, and that a
+token whose revocation failed is not used up (the IdP's retry applies).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 from frontdoor_core.settings import Settings
+from frontdoor_sessions.disconnect import disconnect_account
 from joserfc import jwt
 from litestar.testing import AsyncTestClient
 
@@ -145,3 +147,30 @@ async def test_off_unless_the_connection_turns_it_on(settings: Settings, console
         r = await post_logout(stage, logout_token(stage, clock))
         assert r.status_code == 404
         assert (await stage.company.introspect(ada["access_token"]))["signed_in"] is True
+
+
+async def test_a_failed_disconnect_does_not_use_up_the_token(settings: Settings, console: AsyncTestClient[Any],
+                                                             clock: ShiftableClock, runtime: Any, web: MockWeb,
+                                                             idp: OpenIdProvider,  # noqa: F811
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``sub``-only token whose transaction fails: its ``jti`` is released, the retry signs Ada out."""
+    async with staged(settings, console, clock, runtime, web, idp, backchannel_logout=True) as stage:
+        _, ada = await signed_in(stage, web)
+        calls: list[str] = []
+
+        async def fails_once(*args: Any, **kwargs: Any) -> Any:
+            calls.append(kwargs["account_id"])
+            if len(calls) == 1:
+                raise ConnectionResetError("the database went away")
+            return await disconnect_account(*args, **kwargs)
+
+        monkeypatch.setattr("frontdoor_sessions.oidc_backchannel_logout.disconnect_account", fails_once)
+        token = logout_token(stage, clock)
+        assert (await post_logout(stage, token)).status_code == 500
+        assert (await stage.company.introspect(ada["access_token"]))["signed_in"] is True
+        r = await post_logout(stage, token)
+        assert r.status_code == 200, r.text
+        assert calls == ["ada", "ada"]
+        assert (await stage.company.introspect(ada["access_token"]))["signed_in"] is False
+        again = await post_logout(stage, token)
+        assert again.status_code == 400 and again.json()["error"] == "invalid_request"

@@ -142,7 +142,7 @@ class AuthorizationCodeGrant:
                     conn, tenant_id=tenant.tenant_id, session_id=session.id, client_id=client_id,
                     user_id=session.user_id, account_id=issued.account_id, granted_scope=issued.scope,
                     sign_in_type="direct", now=now_dt, requested_scope=issued.requested_scope,
-                    idp_session=issued.idp_session,
+                    idp_session=issued.idp_session, login_via=issued.login_via,
                 )
             except ProtocolError:
                 raise  # the agent's problem (account_mismatch, ...): the code stays used
@@ -167,7 +167,7 @@ class AuthorizationCodeGrant:
             done = await complete_delegated_sign_in(
                 conn, tenant_id=tenant.tenant_id, client_id=auth.client_id, account_id=issued.account_id,
                 granted_scope=issued.scope, sign_in_type="direct", now=now, requested_scope=issued.requested_scope,
-                idp_session=issued.idp_session,
+                idp_session=issued.idp_session, login_via=issued.login_via,
             )
         except ProtocolError:
             raise

@@ -50,6 +50,8 @@ class IssuedCode(msgspec.Struct, frozen=True, kw_only=True):
     idp_session: str = ""
     """`idp_session_hash` of the IdP session the user signed in with (an ``oidc`` login whose
     ID token had a ``sid``), kept with the sign-in for Back-Channel Logout; empty otherwise."""
+    login_via: str = ""
+    """Which login vouched for ``account_id`` (``oidc``, ``handoff``), kept with the sign-in; empty: not said."""
 
 
 class CodeTake(msgspec.Struct, frozen=True, kw_only=True):
@@ -73,7 +75,8 @@ def _ms(now: datetime) -> int:
 _TAKE = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'unknown'} end
 local f = redis.call('HMGET', KEYS[1], 'client_id', 'status', 'expires_ms', 'sign_in_id', 'redirect_uri',
-                     'code_challenge', 'requested_scope', 'scope', 'account_id', 'profile', 'idp_session')
+                     'code_challenge', 'requested_scope', 'scope', 'account_id', 'profile', 'idp_session',
+                     'login_via')
 if f[1] ~= ARGV[2] then return {'wrong_client'} end
 if f[2] == 'used' then
   redis.call('HSET', KEYS[1], 'reused', '1')
@@ -82,7 +85,7 @@ end
 if tonumber(ARGV[1]) >= tonumber(f[3]) then return {'expired'} end
 redis.call('HSET', KEYS[1], 'status', 'used')
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
-return {'taken', f[5], f[6], f[7], f[8], f[9], f[10] or '0.2', f[11] or ''}
+return {'taken', f[5], f[6], f[7], f[8], f[9], f[10] or '0.2', f[11] or '', f[12] or ''}
 """
 
 # KEYS[1] record; ARGV sign_in_id. Returns 1 when a reuse was seen before the binding.
@@ -155,7 +158,8 @@ class AuthorizationCodeStore:
         if status == "taken":
             return CodeTake(status="taken", handle=handle, code=IssuedCode(
                 client_id=client_id, redirect_uri=out[1], code_challenge=out[2], requested_scope=out[3],
-                scope=out[4], account_id=out[5], profile=out[6], idp_session=out[7]))
+                scope=out[4], account_id=out[5], profile=out[6], idp_session=out[7],
+                login_via=out[8]))
         if status == "used":
             return CodeTake(status="used", handle=handle, sign_in_id=out[1] or None)
         return CodeTake(status=status, handle=handle)  # type: ignore[arg-type]

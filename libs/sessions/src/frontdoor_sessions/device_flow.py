@@ -91,6 +91,8 @@ class DevicePoll(msgspec.Struct, frozen=True, kw_only=True):
     granted_scope: str | None = None
     idp_session: str = ""
     """`idp_session_hash` of the IdP session the user signed in with (``oidc`` login with a ``sid``)."""
+    login_via: str = ""
+    """Which login vouched for ``account_id`` (``oidc``, ``handoff``); empty when the approval did not say."""
 
 
 def normalize_user_code(raw: str) -> str | None:
@@ -120,7 +122,7 @@ def _ms(now: datetime) -> int:
 _POLL = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'unknown'} end
 local f = redis.call('HMGET', KEYS[1], 'client_id', 'status', 'expires_ms', 'interval', 'last_poll_ms', 'user_id',
-                     'account_id', 'granted_scope', 'scope', 'idp_session')
+                     'account_id', 'granted_scope', 'scope', 'idp_session', 'login_via')
 if f[1] ~= ARGV[2] then return {'wrong_client'} end
 if f[2] == 'used' then return {'used'} end
 local now = tonumber(ARGV[1])
@@ -137,12 +139,13 @@ end
 redis.call('HSET', KEYS[1], 'last_poll_ms', ARGV[1])
 if f[2] == 'approved' then
   redis.call('HSET', KEYS[1], 'status', 'used')
-  return {'approved', tostring(interval), f[7], f[8], f[9], f[10] or ''}
+  return {'approved', tostring(interval), f[7], f[8], f[9], f[10] or '', f[11] or ''}
 end
 return {'pending', tostring(interval)}
 """
 
-# KEYS[1] record, KEYS[2] user-code index; ARGV now_ms, new status, account, granted scope, IdP session
+# KEYS[1] record, KEYS[2] user-code index; ARGV now_ms, new status, account, granted scope, IdP session,
+# login_via
 _DECIDE = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'unknown' end
 local f = redis.call('HMGET', KEYS[1], 'status', 'expires_ms')
@@ -150,7 +153,7 @@ if f[1] ~= 'pending' then return f[1] end
 if tonumber(ARGV[1]) >= tonumber(f[2]) then return 'expired' end
 if ARGV[2] == 'approved' then
   redis.call('HSET', KEYS[1], 'status', 'approved', 'account_id', ARGV[3], 'granted_scope', ARGV[4],
-             'idp_session', ARGV[5])
+             'idp_session', ARGV[5], 'login_via', ARGV[6])
 else
   redis.call('HSET', KEYS[1], 'status', 'denied')
 end
@@ -287,7 +290,8 @@ class DeviceStore:
         return None if handle is None else (handle.decode() if isinstance(handle, bytes) else str(handle))
 
     async def _decide_on(self, tenant_id: str, ref: str, status: str, *, now: datetime | None,
-                         account_id: str = "", granted_scope: str = "", idp_session: str = "") -> bool:
+                         account_id: str = "", granted_scope: str = "", idp_session: str = "",
+                         login_via: str = "") -> bool:
         handle = await self._handle_of(tenant_id, ref)
         if handle is None:
             return False
@@ -295,15 +299,18 @@ class DeviceStore:
         code = code.decode() if isinstance(code, bytes) else (code or "")
         result = await self._call(self._decide(keys=[self._key(tenant_id, handle), self._user_key(tenant_id, code)],
                                                args=[_ms(now or self._clock()), status, account_id, granted_scope,
-                                                     idp_session]))
+                                                     idp_session, login_via]))
         return (result.decode() if isinstance(result, bytes) else str(result)) == "ok"
 
     async def approve(self, tenant_id: str, ref: str, account_id: str, granted_scope: str | list[str] | tuple[str, ...],
-                      *, now: datetime | None = None, idp_session: str | None = None) -> bool:
+                      *, now: datetime | None = None, idp_session: str | None = None,
+                      login_via: str | None = None) -> bool:
         """The user signed in as ``account_id`` and consented to ``granted_scope``.
 
         ``idp_session``: the `idp_session_hash` of the IdP session the user signed in
-        with, kept with the sign-in this approval completes (Back-Channel Logout).
+        with, kept with the sign-in this approval completes (Back-Channel Logout);
+        ``login_via``: which login vouched for ``account_id`` (``oidc`` or ``handoff``,
+        `frontdoor_sessions.sign_in.LoginVia`), kept with it too.
 
         ``ref`` is the `DeviceRequest` handle or its user code. True when this approved a
         pending, unexpired authorization; False otherwise (unknown, expired, already
@@ -314,7 +321,7 @@ class DeviceStore:
         if not account_id or not scope:
             raise ValueError("account_id and granted_scope are required")
         return await self._decide_on(tenant_id, ref, "approved", now=now, account_id=account_id,
-                                     granted_scope=scope, idp_session=idp_session or "")
+                                     granted_scope=scope, idp_session=idp_session or "", login_via=login_via or "")
 
     async def deny(self, tenant_id: str, ref: str, *, now: datetime | None = None) -> bool:
         """The user refused; the agent's next poll is ``access_denied``. Returns as `approve`."""
@@ -330,7 +337,7 @@ class DeviceStore:
         status = out[0]
         if status == "approved":
             return DevicePoll(status="approved", interval=int(out[1]), handle=handle, account_id=out[2],
-                              granted_scope=out[3], scope=out[4], idp_session=out[5])
+                              granted_scope=out[3], scope=out[4], idp_session=out[5], login_via=out[6])
         interval = int(out[1]) if len(out) > 1 else 0
         return DevicePoll(status=status, interval=interval, handle=handle)  # type: ignore[arg-type]
 

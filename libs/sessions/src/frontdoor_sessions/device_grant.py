@@ -107,7 +107,7 @@ class DeviceCodeGrant:
                     conn, tenant_id=tenant.tenant_id, session_id=session.id, client_id=client_id,
                     user_id=session.user_id, account_id=polled.account_id or "",
                     granted_scope=polled.granted_scope or "", sign_in_type="device", now=now_dt,
-                    requested_scope=polled.scope, idp_session=polled.idp_session,
+                    requested_scope=polled.scope, idp_session=polled.idp_session, login_via=polled.login_via,
                 )
             except ProtocolError:
                 raise  # the agent's problem (account_mismatch, ...): the code stays used
@@ -142,7 +142,7 @@ class DeviceCodeGrant:
                 done = await complete_delegated_sign_in(
                     conn, tenant_id=tenant.tenant_id, client_id=client_id, account_id=polled.account_id or "",
                     granted_scope=polled.granted_scope or "", sign_in_type="device", now=now_dt,
-                    requested_scope=polled.scope, idp_session=polled.idp_session,
+                    requested_scope=polled.scope, idp_session=polled.idp_session, login_via=polled.login_via,
                 )
             except ProtocolError:
                 raise  # the agent's problem: the code stays used

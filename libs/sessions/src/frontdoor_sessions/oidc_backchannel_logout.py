@@ -11,10 +11,21 @@ while the token could still be accepted), then, in this tenant only and in one t
 (every Account Token revoked, every Session signed out, events and audit written; no
 database connection is held while the IdP's metadata and keys are fetched):
 
-- with a ``sid`` (§2.7: the RP session of that IdP session): the sign-ins that IdP session
-  made, recorded with them as `idp_session_hash` of ``iss`` and ``sid`` when the ID token
-  carried it (`frontdoor_sessions.oidc_login`); with a ``sub`` too, only that account's;
+- with a ``sid`` and a ``sub`` (what most IdPs send): that account's sign-ins of that IdP
+  session (recorded with them as `idp_session_hash` of ``iss`` and ``sid`` when the ID token
+  carried it, `frontdoor_sessions.oidc_login`) and that account's sign-ins that kept no
+  IdP session and may have come through the OIDC connection: ``login_via`` ``oidc`` (the
+  ID token had no ``sid``), or unknown (made before ``login_via`` was kept, except a
+  mediated one): a logout must not be missed. Its sign-ins of another IdP session, through
+  the signed login handoff, or mediated, stay;
+- with a ``sid`` only (§2.7): the sign-ins that IdP session made, whatever the account (a
+  sign-in that kept no IdP session cannot be told to be the user's, and stays);
 - with a ``sub`` only: every sign-in of the account it names (`disconnect_account`).
+
+The ``jti`` is claimed before the transaction, so two deliveries of one token never both
+act and a token that took effect is refused ever after; when the transaction fails (or is
+cancelled) the claim is released, so the IdP's retry of the same token is not taken for a
+replay and the logout is not lost.
 
 The connection's ``account_claim`` must be ``sub`` (settings validation), so the token's
 ``sub`` is the account ID. A token with neither is refused by `verify_logout_token`.
@@ -22,6 +33,7 @@ The connection's ``account_claim`` must be ``sub`` (settings validation), so the
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime
 from typing import Final
 
@@ -29,6 +41,7 @@ import asyncpg
 import msgspec
 import redis.asyncio as aioredis
 from frontdoor_core.db import transaction
+from frontdoor_core.errors import Unavailable
 from frontdoor_core.outbound import SafeFetcher
 from frontdoor_tenancy import audit
 from frontdoor_tenancy.actor import Actor
@@ -100,34 +113,53 @@ async def backchannel_logout(pool: asyncpg.Pool, login: LoginConnection, *, tena
     raw_sub = claims.get("sub")
     subject = raw_sub if isinstance(raw_sub, str) else None
     sid = session_id_claim(claims)
-    (fresh_jti,) = await ReplayCache(redis).claim_all(
-        [("oidc-logout", f"{tenant_id}\x00{issuer}", str(claims["jti"]), _JTI_TTL)])
+    replays = ReplayCache(redis)
+    claim = ("oidc-logout", f"{tenant_id}\x00{issuer}", str(claims["jti"]))
+    (fresh_jti,) = await replays.claim_all([(*claim, _JTI_TTL)])
     if not fresh_jti:
         raise LogoutRefused("replayed_jti")
     actor = Actor(tenant_id=tenant_id, type="system")
-    async with transaction(pool) as conn:
-        if sid is None:
-            assert subject is not None  # verify_logout_token: sub or sid
-            return await disconnect_account(conn, actor, account_id=subject, client_id=None, now=now,
-                                            via="oidc_backchannel_logout")
-        return await _end_idp_session(conn, actor, idp_session_hash(meta.issuer, sid), account_id=subject, now=now)
+    try:
+        async with transaction(pool) as conn:
+            if sid is None:
+                assert subject is not None  # verify_logout_token: sub or sid
+                return await disconnect_account(conn, actor, account_id=subject, client_id=None, now=now,
+                                                via="oidc_backchannel_logout")
+            return await _end_idp_session(conn, actor, idp_session_hash(meta.issuer, sid), account_id=subject,
+                                          now=now)
+    except BaseException:
+        # Nothing was revoked: the IdP's retry of this token must not be refused as a replay.
+        # If Redis fails too, the claim stays until its TTL (the original error is raised).
+        with contextlib.suppress(Unavailable):
+            await replays.release(*claim)
+        raise
 
 
 async def _end_idp_session(conn: asyncpg.Connection, actor: Actor, idp_session: str, *, account_id: str | None,
                            now: datetime) -> RevocationSummary:
-    """Revoke the live sign-ins of one IdP session (of ``account_id`` only, when given); one audit row per account."""
+    """Revoke the live sign-ins of one IdP session; one audit row per account.
+
+    With ``account_id``: only that account's, and also its sign-ins that kept no IdP session
+    and may have come through the OIDC connection (``login_via`` ``oidc``, or NULL: made
+    before it was kept, unless mediated): the IdP session may be the one they came from.
+    """
     rows = await conn.fetch(
-        "SELECT id, account_id FROM sign_ins WHERE tenant_id = $1 AND idp_session = $2"
-        " AND ($3::text IS NULL OR account_id = $3) AND revoked_at IS NULL ORDER BY account_id, id FOR UPDATE",
+        "SELECT id, account_id, idp_session IS NULL AS sessionless FROM sign_ins WHERE tenant_id = $1"
+        " AND revoked_at IS NULL AND ((idp_session = $2 AND ($3::text IS NULL OR account_id = $3))"
+        " OR (account_id = $3 AND idp_session IS NULL"
+        "     AND (login_via = 'oidc' OR (login_via IS NULL AND type <> 'mediated'))))"
+        " ORDER BY account_id, id FOR UPDATE",
         actor.tenant_id, idp_session, account_id)
     by_account: dict[str, list[str]] = {}
+    sessionless: dict[str, int] = {}
     for r in rows:
         by_account.setdefault(r["account_id"], []).append(r["id"])
+        sessionless[r["account_id"]] = sessionless.get(r["account_id"], 0) + int(r["sessionless"])
     total = RevocationSummary()
     for account, ids in by_account.items():
         done = await revoke_sign_ins(conn, actor.tenant_id, ids, now=now, reason="disconnected")
         await audit.record(conn, actor, "account.disconnected", target_type="account", target_id=account,
                            details={"client_id": None, "via": "oidc_backchannel_logout", "idp_session": True,
-                                    **msgspec.structs.asdict(done)})
+                                    "without_idp_session": sessionless[account], **msgspec.structs.asdict(done)})
         total = total + done
     return total

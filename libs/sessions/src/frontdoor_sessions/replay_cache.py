@@ -103,3 +103,16 @@ class ReplayCache:
             raise Unavailable("replay_cache_unavailable", "Temporarily unavailable; retry shortly.",
                               retry_after=5) from None
         return bool(result)
+
+    async def release(self, namespace: str, scope: str, value: str) -> None:
+        """Forget a claim this caller made and could not act on, so that a retry is not a replay.
+
+        Only for a claim whose effect did not happen (its transaction failed): releasing
+        one that took effect would let a replay through. Raises `Unavailable` when Redis
+        cannot answer (the claim then stays until its TTL).
+        """
+        try:
+            await self._redis.delete(self._key(namespace, scope, value))
+        except Exception:
+            raise Unavailable("replay_cache_unavailable", "Temporarily unavailable; retry shortly.",
+                              retry_after=5) from None

@@ -9,7 +9,9 @@ consents; they all finish with :func:`complete_sign_in`, in one transaction:
   (``invalid_session``), and never signed in to another account, even if it is signed
   out now (``account_mismatch``, PAP-4.8-04); ``bound_account`` is set once;
 - a ``sign_ins`` row (the token family) and the first Account Token (hashed) are stored
-  and a ``session.signed_in`` event is written;
+  and a ``session.signed_in`` event is written; the row says which login vouched for the
+  account (``login_via``, `LoginVia`) and the IdP session, if any (``idp_session``), for
+  Back-Channel Logout (`frontdoor_sessions.oidc_backchannel_logout`);
 - the token's value is returned once.
 """
 
@@ -34,6 +36,7 @@ __all__ = [
     "SignInResult",
     "SignInType",
     "DelegatedSignIn",
+    "LoginVia",
     "allowed_scopes",
     "complete_delegated_sign_in",
     "complete_sign_in",
@@ -42,6 +45,23 @@ __all__ = [
 ]
 
 SignInType = Literal["device", "direct", "mediated"]
+LoginVia = Literal["oidc", "handoff", "mediated"]
+"""Which login vouched for a sign-in's account: the tenant's ``oidc`` connection, the signed
+login ``handoff``, or the company's servers (``mediated``). Kept as ``sign_ins.login_via``;
+NULL there for a sign-in made before it was kept, or one whose flow did not say."""
+
+
+def _login_via(sign_in_type: SignInType, login_via: str | None, idp_session: str | None) -> LoginVia | None:
+    """What ``sign_ins.login_via`` says: Mediated Sign-In is always ``mediated``, an IdP session ``oidc``."""
+    if sign_in_type == "mediated":
+        return "mediated"
+    if idp_session:
+        return "oidc"
+    if login_via == "oidc":
+        return "oidc"
+    if login_via == "handoff":
+        return "handoff"
+    return None  # not said (a flow started before the issuer carried it): may be OIDC
 
 
 class SignInResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -125,7 +145,7 @@ async def sign_in_session_or_refuse(conn: asyncpg.Connection, tenant_id: str, se
 async def complete_sign_in(conn: asyncpg.Connection, *, tenant_id: str, session_id: str, client_id: str,
                            user_id: str | None, account_id: str, granted_scope: str, sign_in_type: SignInType,
                            now: datetime, requested_scope: str | None = None,
-                           idp_session: str | None = None) -> SignInResult:
+                           idp_session: str | None = None, login_via: str | None = None) -> SignInResult:
     """Sign the Session in and issue the first Account Token of a new sign-in.
 
     Runs in its own transaction (a savepoint inside the caller's, if any).
@@ -138,6 +158,9 @@ async def complete_sign_in(conn: asyncpg.Connection, *, tenant_id: str, session_
         idp_session: The `idp_session_hash` of the IdP session the user signed in with
             (an ``oidc`` login whose ID token named a ``sid``): a logout token naming it
             revokes this sign-in (Back-Channel Logout 1.0).
+        login_via: Which login vouched for ``account_id`` (`LoginVia`: ``oidc`` or
+            ``handoff``; ``mediated`` is implied by the type). Unknown (None): a
+            Back-Channel Logout of the account treats it as possibly OIDC.
 
     Raises:
         ProtocolError: ``invalid_scope``, ``invalid_session``, ``account_mismatch``,
@@ -160,9 +183,10 @@ async def complete_sign_in(conn: asyncpg.Connection, *, tenant_id: str, session_
             raise ProtocolError("account_mismatch", "This Session was signed in to another account.")
         sign_in_id = new_record_id("sgn")
         await conn.execute(
-            "INSERT INTO sign_ins (tenant_id, id, client_id, user_id, account_id, scope, type, created_at, idp_session)"
-            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            "INSERT INTO sign_ins (tenant_id, id, client_id, user_id, account_id, scope, type, created_at, idp_session,"
+            " login_via) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             tenant_id, sign_in_id, client_id, session.user_id, account_id, scope, sign_in_type, now, idp_session or None,
+            _login_via(sign_in_type, login_via, idp_session),
         )
         signed = await sign_in_session_or_refuse(conn, tenant_id, session, account_id=account_id, scope=scope,
                                                  sign_in_id=sign_in_id, now=now)
@@ -191,13 +215,13 @@ class DelegatedSignIn(msgspec.Struct, frozen=True, kw_only=True):
 async def complete_delegated_sign_in(conn: asyncpg.Connection, *, tenant_id: str, client_id: str, account_id: str,
                                      granted_scope: str, sign_in_type: SignInType, now: datetime,
                                      requested_scope: str | None = None,
-                                     idp_session: str | None = None) -> DelegatedSignIn:
+                                     idp_session: str | None = None, login_via: str | None = None) -> DelegatedSignIn:
     """Record a 1.0 sign-in and issue its first Account Token (refresh token).
 
     In 1.0 sign-in is independent of Session identity [S §5]: no Session is signed in,
     no User ID is recorded and ``account_mismatch`` does not exist [Q6]. The Sessions
     that later present an access token of this family are paired with it at
-    ``session-state`` (`delegated_sessions`). ``idp_session`` as for `complete_sign_in`.
+    ``session-state`` (`delegated_sessions`). ``idp_session`` and ``login_via`` as for `complete_sign_in`.
 
     Raises:
         ProtocolError: ``invalid_scope``, ``unauthorized_client`` (the type is off).
@@ -214,8 +238,9 @@ async def complete_delegated_sign_in(conn: asyncpg.Connection, *, tenant_id: str
         sign_in_id = new_record_id("sgn")
         await conn.execute(
             "INSERT INTO sign_ins (tenant_id, id, client_id, user_id, account_id, scope, type, created_at, profile,"
-            " idp_session) VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, '1.0', $8)",
+            " idp_session, login_via) VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, '1.0', $8, $9)",
             tenant_id, sign_in_id, client_id, account_id, scope, sign_in_type, now, idp_session or None,
+            _login_via(sign_in_type, login_via, idp_session),
         )
         _, value = await insert_account_token(conn, tenant_id, sign_in_id=sign_in_id, client_id=client_id,
                                               user_id=None, account_id=account_id, scope=scope, now=now)

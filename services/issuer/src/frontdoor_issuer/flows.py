@@ -34,6 +34,8 @@ class FlowState(msgspec.Struct, kw_only=True):
     account_id: str | None = None
     idp_session: str | None = None
     """An ``oidc`` login's `idp_session_hash` (the ID token's ``sid``), for the sign-in it completes."""
+    login_via: str | None = None
+    """Which login set ``account_id``: ``oidc`` or ``handoff`` (kept with the sign-in, Back-Channel Logout)."""
     attempt_id: str | None = None
     """The `sign_in_attempts` row this flow moves along (the agent funnel's stages)."""
 

@@ -81,7 +81,7 @@ async def oidc_callback(slug: FromPath[str], request: Request[Any, Any, Any], st
             return message(tenant, state, "We could not reach your sign-in service",
                            "It did not answer as expected. Wait a moment, then start again from your assistant.", 502)
         return message(tenant, state, "We could not confirm your sign-in", "Start again from your assistant.", 400)
-    flow.account_id, flow.idp_session = vouched.account_id, vouched.idp_session
+    flow.account_id, flow.idp_session, flow.login_via = vouched.account_id, vouched.idp_session, "oidc"
     await flows.save(flow_id, flow)
     await reached(state, tenant, flow, "consent")
     return Redirect(f"{tenant.issuer}/consent", status_code=303, cookies=[flow_cookie(state, slug, flow_id)],
