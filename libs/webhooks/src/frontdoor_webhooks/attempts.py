@@ -12,11 +12,10 @@ from datetime import datetime
 
 import asyncpg
 import msgspec
-from frontdoor_core.ids import new_id
 
 from .signing import SIGNATURE_HEADER
 
-__all__ = ["EXCERPT_LIMIT", "Attempt", "excerpt", "list_attempts", "record_attempt", "redacted_headers"]
+__all__ = ["EXCERPT_LIMIT", "Attempt", "excerpt", "list_attempts", "redacted_headers"]
 
 EXCERPT_LIMIT = 2048
 """Most characters of a response body kept on an attempt."""
@@ -61,34 +60,6 @@ def excerpt(body: bytes | str) -> str:
     """The first `EXCERPT_LIMIT` characters, undecodable bytes replaced."""
     text = body if isinstance(body, str) else body[: EXCERPT_LIMIT * 4].decode("utf-8", errors="replace")
     return text[:EXCERPT_LIMIT].replace("\x00", "\ufffd")
-
-
-async def record_attempt(
-    conn: asyncpg.Connection,
-    *,
-    tenant_id: str,
-    message_id: str,
-    endpoint_id: str,
-    attempt: int,
-    url: str,
-    started_at: datetime,
-    duration_ms: int,
-    response_status: int | None,
-    error_class: str | None,
-    response_excerpt: bytes | str,
-    request_headers: Mapping[str, str],
-    next_attempt_at: datetime | None,
-) -> str:
-    """Write one attempt row; return its ID. The excerpt is bounded and the headers redacted here."""
-    attempt_id = new_id("att")
-    await conn.execute(
-        "INSERT INTO webhook_attempts (tenant_id, id, message_id, endpoint_id, attempt, url, started_at, duration_ms,"
-        " response_status, error_class, response_excerpt, request_headers, next_attempt_at)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-        tenant_id, attempt_id, message_id, endpoint_id, attempt, url, started_at, duration_ms, response_status,
-        error_class, excerpt(response_excerpt), redacted_headers(request_headers), next_attempt_at,
-    )
-    return attempt_id
 
 
 async def list_attempts(conn: asyncpg.Connection, tenant_id: str, message_id: str) -> list[Attempt]:

@@ -18,16 +18,7 @@ from frontdoor_tenancy.actor import Actor
 from .messages import enqueue_event, next_event_sequence
 from .parking import park
 
-__all__ = ["note_failure", "note_success"]
-
-
-async def note_success(conn: asyncpg.Connection, tenant_id: str, endpoint_id: str) -> None:
-    """End the endpoint's failure streak."""
-    await conn.execute(
-        "UPDATE webhook_endpoints SET failing_since = NULL"
-        " WHERE tenant_id = $1 AND id = $2 AND failing_since IS NOT NULL",
-        tenant_id, endpoint_id,
-    )
+__all__ = ["note_failure"]
 
 
 async def note_failure(conn: asyncpg.Connection, tenant_id: str, endpoint_id: str, *, started_at: datetime,
