@@ -7,6 +7,8 @@
   the same transaction.
 - :mod:`.inbox`: the dashboard's human handoff inbox (take over, reply, hand back, close,
   assignment, display names, transcripts), each use case audited.
+- :mod:`.relay`: the relay mode's contract (the request to the company's own endpoint, the
+  reading of its answer, the setting's check).
 - :mod:`.retention`: forgetting events past each tenant's ``retention_days`` (a beat job).
 - :mod:`.wakeups`: waking long polls and streams across processes through Redis, and the
   company's display-only text deltas.

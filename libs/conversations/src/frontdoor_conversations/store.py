@@ -57,6 +57,7 @@ __all__ = [
     "handoff",
     "list_conversations",
     "post_message",
+    "queue_for_person",
     "read_page",
     "set_responder",
     "start",
@@ -116,6 +117,8 @@ class Posted(msgspec.Struct, frozen=True, kw_only=True):
     conversation: Conversation
     replay: bool
     webhook_message_ids: list[str]
+    # The message as the company hears of it (the webhook's ``data``), for the relay mode; None on a replay.
+    relay_data: dict[str, Any] | None = None
 
 
 _COLUMNS = ("id, tenant_id, client_id, user_id, account_id, session_id, parent_id, direct_child_id, status,"
@@ -229,7 +232,7 @@ async def _receive(conn: asyncpg.Connection, conversation: Conversation, caller:
     event_id, seq = await _last_message_event(conn, updated, message.id)
     data = payload_for(MESSAGE_CREATED, _webhook_data(updated, caller, message, event_id, seq))
     ids = await enqueue_event(conn, updated.tenant_id, MESSAGE_CREATED, data, now)
-    return Posted(conversation=updated, replay=False, webhook_message_ids=ids)
+    return Posted(conversation=updated, replay=False, webhook_message_ids=ids, relay_data=data)
 
 
 async def start(conn: asyncpg.Connection, tenant_id: str, caller: Caller, message: IncomingMessage, *,
@@ -338,6 +341,22 @@ async def handoff(conn: asyncpg.Connection, tenant_id: str, caller: Caller, conv
             "account": caller.account, "requested_at": _iso(now), "responder": queued.responder,
             "status": queued.status, "sequence": queued.last_seq}), now)
         return queued
+
+
+async def queue_for_person(conn: asyncpg.Connection, tenant_id: str, conversation_id: str, *,
+                           now: datetime) -> Conversation | None:
+    """The company's side asks for a person (the relay failed, or the company's endpoint said so).
+
+    ``queued``, as a handoff (§7.9), so the inbox lists it under *Waiting for a person* and
+    the agent reads a ``state`` event; nothing changes when already queued, with a person
+    or closed. Returns the conversation, None when unknown.
+    """
+    async with conn.transaction():
+        conversation = await find(conn, tenant_id, conversation_id, lock=True)
+        if conversation is None or conversation.status == "closed":
+            return conversation
+        change = on_handoff(conversation.view())
+        return conversation if change is None else await _apply(conn, conversation, change, now)
 
 
 async def close(conn: asyncpg.Connection, tenant_id: str, conversation_id: str, *, now: datetime,

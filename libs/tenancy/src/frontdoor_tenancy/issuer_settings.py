@@ -40,6 +40,7 @@ BUILTIN_SCOPES: dict[str, str] = {
 }
 # RFC 6749 §3.3 scope-token characters, further limited to what reads well on a consent page.
 _SCOPE_TOKEN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._\-/]{0,63}$")
+_ENDPOINT_ID = re.compile(r"whe_[A-Za-z0-9_-]{1,60}")
 MIN_SESSION_LIFETIME_S = 300
 MAX_SESSION_LIFETIME_S = 24 * 3600
 
@@ -165,10 +166,14 @@ class HostedConversations(msgspec.Struct, frozen=True, kw_only=True, forbid_unkn
             ledger API. Exclusive with ``conversation_endpoint`` (the company's own).
         retention_days: Events older than this are forgotten (their cursors answer
             ``cursor_expired``); 1 to 3650.
+        relay_endpoint_id: The relay mode: Frontdoor POSTs each agent message to this webhook
+            endpoint of the tenant (its URL under the webhook rules, signed with its secret)
+            and records the company's answer; None: the webhook mode.
     """
 
     enabled: bool = False
     retention_days: int = 30
+    relay_endpoint_id: str | None = None
 
 
 class IssuerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -285,6 +290,9 @@ def validate_settings(s: IssuerSettings, *, dev: bool = False) -> IssuerSettings
         errors["conversations.enabled"] = "hosted conversations replace conversation_endpoint: set one of them"
     if not 1 <= s.conversations.retention_days <= 3650:
         errors["conversations.retention_days"] = "must be between 1 and 3650"
+    relay = s.conversations.relay_endpoint_id
+    if relay is not None and not _ENDPOINT_ID.fullmatch(relay):
+        errors["conversations.relay_endpoint_id"] = "must be a webhook endpoint ID (whe_...)"
     if not s.apis and not s.website and s.conversation_endpoint is None and not s.conversations.enabled:
         errors["website"] = "poppy.json must offer something: list an API or keep website on (PAP §3.1)"
     if not 1 <= s.sessions_per_agent_per_minute <= 100_000:

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 import msgspec
+from frontdoor_conversations.relay import check_relay_endpoint
 from frontdoor_core.db import transaction
 from frontdoor_core.errors import Invalid
 from frontdoor_tenancy import audit, issuer_settings, oidc_connection, signing_keys, tenants
@@ -68,6 +69,10 @@ async def put_issuer(
     version = _if_match_version(if_match)
     async with transaction(ctx.pool) as conn:
         tenant = await tenants.get_tenant(conn, actor.tenant_id)
+        # The relay mode's endpoint: this organisation's, at a URL the webhook rules accept now.
+        await check_relay_endpoint(conn, actor.tenant_id, clean.conversations.relay_endpoint_id,
+                                   allow_insecure=ctx.settings.is_dev,
+                                   allowlist=ctx.settings.webhook_allowlist_entries())
         clean, secret = await oidc_connection.store_login_secret(conn, ctx.kek, actor.tenant_id, clean, now=ctx.now())
         stored = await issuer_settings.update_settings(conn, actor.tenant_id, clean, if_version=version)
         await audit.record(conn, actor, "issuer.settings_updated", target_type="tenant", target_id=actor.tenant_id,

@@ -185,7 +185,7 @@ async def start_conversation(slug: FromPath[str], request: Request[Any, Any, Any
         await hub.changed(tenant.tenant_id, posted.conversation.id)
         if parent is not None:
             await hub.changed(tenant.tenant_id, parent)
-        await hub.deliver_and_wait(tenant.tenant_id, posted.webhook_message_ids)
+        await hub.deliver_and_wait(tenant.tenant_id, posted.webhook_message_ids, posted=posted)
     return await _answer(ctx, hub, tenant, view, request=request, conversation=posted.conversation, status=201)
 
 
@@ -204,7 +204,7 @@ async def post_message(slug: FromPath[str], conversation_id: FromPath[str], requ
         return _refused(exc, view)
     if not posted.replay:
         await hub.changed(tenant.tenant_id, conversation_id)
-        await hub.deliver_and_wait(tenant.tenant_id, posted.webhook_message_ids)
+        await hub.deliver_and_wait(tenant.tenant_id, posted.webhook_message_ids, posted=posted)
     return await _answer(ctx, hub, tenant, view, request=request, conversation=posted.conversation, status=202)
 
 

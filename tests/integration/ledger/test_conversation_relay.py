@@ -1,0 +1,279 @@
+"""The relay mode of hosted conversations on the wire: Frontdoor POSTs each agent message to the
+company's own conversation endpoint (one of its webhook endpoints), signed with that endpoint's
+secret (Standard Webhooks, checked here with the independent ``standardwebhooks`` package), and
+records the replies in its answer as the company's messages, which agents read at the hosted
+endpoint (PAP §7). The real issuer, console and ledger apps, PostgreSQL and Redis; the company's
+endpoint is a handler on the pretend internet (`MockWeb`)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+from frontdoor_core.settings import Settings
+from litestar.testing import AsyncTestClient
+from standardwebhooks.webhooks import Webhook
+
+from tests.conftest import unique
+from tests.integration.conftest import TenantHandle
+from tests.integration.ledger.conftest import LEDGER
+from tests.integration.ledger.test_ledger_conversations import Desk, SupportAgent
+from tests.integration.signin.conftest import make_company
+from tests.support.agent import TestAgent
+from tests.support.clock import ShiftableClock
+from tests.support.mock_web import MockWeb
+
+Handler = Callable[[httpx.Request], Awaitable[httpx.Response]]
+
+
+class CompanyEndpoint:
+    """The company's own conversation endpoint: checks each request's signature, answers as told."""
+
+    def __init__(self, secret: str) -> None:
+        self.secret = secret
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.answer: Callable[[dict[str, Any]], httpx.Response] = lambda payload: httpx.Response(
+            200, json={"messages": [{"text": f"You said: {payload['data']['message']['text']}"}]})
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        payload = Webhook(self.secret).verify(request.content, dict(request.headers))  # raises unless signed
+        self.requests.append(payload)
+        self.headers.append(dict(request.headers))
+        return self.answer(payload)
+
+
+async def _issuer_settings(console: AsyncTestClient[Any], t: TenantHandle, **conversations: Any) -> httpx.Response:
+    current = (await console.get("/api/v1/issuer", headers=t.auth)).json()["settings"]
+    current["conversations"] = {**current["conversations"], **conversations}
+    return await console.put("/api/v1/issuer", json=current, headers=t.auth)
+
+
+async def _relay_endpoint(console: AsyncTestClient[Any], t: TenantHandle, url: str) -> tuple[str, str]:
+    r = await console.post("/api/v1/webhook-endpoints", headers=t.auth, json={"url": url, "description": "relay"})
+    assert r.status_code == 201, r.text
+    return str(r.json()["endpoint"]["id"]), str(r.json()["secret"])
+
+
+class RelayDesk(Desk):
+    endpoint: CompanyEndpoint
+    endpoint_id: str
+
+
+async def make_relay_desk(console: Any, issuer: Any, ledger: Any, t: TenantHandle, clock: ShiftableClock,
+                          store: Any, web: MockWeb) -> RelayDesk:
+    company = await make_company(console, issuer, t, clock, store, conversations={"enabled": True})
+    url = f"https://{t.slug}.support.example/pap/conversations"
+    endpoint_id, secret = await _relay_endpoint(console, t, url)
+    r = await _issuer_settings(console, t, relay_endpoint_id=endpoint_id)
+    assert r.status_code == 200, r.text
+    assert r.json()["settings"]["conversations"]["relay_endpoint_id"] == endpoint_id
+    endpoint = CompanyEndpoint(secret)
+    web.handle(url, endpoint)
+    support = SupportAgent("whsec_unused", ledger, t.slug, company.credential)  # the API credential, for reads
+    desk = RelayDesk(company, ledger, support)
+    desk.endpoint, desk.endpoint_id = endpoint, endpoint_id
+    return desk
+
+
+@pytest.fixture
+async def desk(console: Any, issuer: Any, ledger: Any, tenant: TenantHandle, clock: ShiftableClock, store: Any,
+               web: MockWeb) -> RelayDesk:
+    return await make_relay_desk(console, issuer, ledger, tenant, clock, store, web)
+
+
+@pytest.fixture
+def agent(web: MockWeb) -> TestAgent:
+    return TestAgent(host=f"{unique('agent-')}.example").publish(web)
+
+
+async def _token(desk: Desk, agent: TestAgent) -> str:
+    return str((await desk.company.session(agent, unique("usr_")))["access_token"])
+
+
+async def _events(desk: Desk, agent: TestAgent, token: str, cid: str, query: str = "") -> dict[str, Any]:
+    r = await desk.call(agent, token, "GET", f"/{cid}/events", query=query)
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+def _kinds(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return [(e["type"], (e.get("message") or {}).get("role"), e.get("status")) for e in events]
+
+
+async def test_an_agent_message_is_relayed_signed_and_the_reply_is_read(desk: RelayDesk, agent: TestAgent,
+                                                                        runtime: Any) -> None:
+    token = await _token(desk, agent)
+    r = await desk.start(agent, token, "Where is my order?", context={"locale": "en-GB"})
+    assert r.status_code == 201, r.text
+    assert r.json()["status"] == "idle"  # the reply was recorded within the reply budget (PAP-7.7-01)
+    cid = r.json()["conversation_id"]
+    [relayed] = desk.endpoint.requests  # signature checked by the endpoint with its own secret
+    assert relayed["type"] == "conversation.relay"
+    data = relayed["data"]
+    assert data["conversation_id"] == cid and data["message"]["text"] == "Where is my order?"
+    assert data["message"]["role"] == "user" and data["message"]["context"] == {"locale": "en-GB"}
+    assert desk.endpoint.headers[0]["webhook-id"] == "rly_" + data["event_id"]
+    page = await _events(desk, agent, token, cid)
+    assert _kinds(page["events"]) == [("message", "user", None), ("state", None, "working"),
+                                      ("message", "company", None), ("state", None, "idle")]
+    reply = page["events"][2]["message"]
+    assert reply["text"] == "You said: Where is my order?" and reply["sender"] == "agent"  # PAP-7.7-02
+    assert reply["id"] == f"re-{data['event_id']}-0"
+
+    # The same message again is a retry (PAP-7.3-01): not relayed twice, nothing added.
+    again = await desk.call(agent, token, "POST", f"/{cid}/messages", {"message": {
+        "id": page["events"][0]["message"]["id"], "sender": "agent", "text": "Where is my order?",
+        "context": {"locale": "en-GB"}}})
+    assert again.status_code == 202, again.text
+    assert len(desk.endpoint.requests) == 1
+    async with runtime.pool.acquire() as conn:
+        kept = await conn.fetchval("SELECT count(*) FROM conversation_events WHERE tenant_id = $1"
+                                   " AND conversation_id = $2", desk.company.tenant.id, cid)
+    assert kept == 4
+
+
+async def test_several_replies_data_and_a_handoff_from_the_company(desk: RelayDesk, agent: TestAgent) -> None:
+    desk.endpoint.answer = lambda payload: httpx.Response(200, json={
+        "messages": [{"id": "first", "text": "One moment."}, {"data": {"tracking": "ZX1"}}], "handoff": True})
+    token = await _token(desk, agent)
+    cid = (await desk.start(agent, token)).json()["conversation_id"]
+    page = await _events(desk, agent, token, cid)
+    messages = [e["message"] for e in page["events"] if e["type"] == "message" and e["message"]["role"] == "company"]
+    assert [m.get("text") or m.get("data") for m in messages] == ["One moment.", {"tracking": "ZX1"}]
+    assert messages[0]["id"] == "first"
+    assert page["status"] == "queued"  # the company asked for a person: in the inbox
+    r = await desk.api("GET", "?status=queued")
+    assert cid in [c["conversation_id"] for c in r.json()["conversations"]]
+
+
+async def test_no_relay_while_a_person_answers_and_again_once_handed_back(desk: RelayDesk,
+                                                                          agent: TestAgent) -> None:
+    token = await _token(desk, agent)
+    cid = (await desk.start(agent, token)).json()["conversation_id"]
+    r = await desk.call(agent, token, "POST", f"/{cid}/handoff")
+    assert r.status_code == 202 and r.json()["status"] == "queued"
+    r = await desk.api("POST", f"/{cid}/responder", {"responder": "human"})
+    assert r.status_code == 200, r.text
+    r = await desk.call(agent, token, "POST", f"/{cid}/messages",
+                        {"message": {"id": unique("msg_"), "sender": "agent", "text": "Are you a person?"}})
+    assert r.status_code == 202 and r.json()["responder"] == "human"
+    assert len(desk.endpoint.requests) == 1  # only the first message: the relay stopped (PAP-7.9)
+    page = await _events(desk, agent, token, cid)
+    assert [e["message"]["text"] for e in page["events"] if e["type"] == "message"
+            and e["message"]["role"] == "company"] == ["You said: Hello."]
+    r = await desk.api("POST", f"/{cid}/responder", {"responder": "agent"})
+    assert r.status_code == 200, r.text
+    r = await desk.call(agent, token, "POST", f"/{cid}/messages",
+                        {"message": {"id": unique("msg_"), "sender": "agent", "text": "Back?"}})
+    assert r.status_code == 202, r.text
+    assert [p["data"]["message"]["text"] for p in desk.endpoint.requests] == ["Hello.", "Back?"]
+
+
+@pytest.mark.parametrize("answer", [
+    pytest.param(lambda payload: httpx.Response(500, text="down"), id="500"),
+    pytest.param(lambda payload: httpx.Response(200, text="<html>ok</html>"), id="not-json"),
+    pytest.param(lambda payload: httpx.Response(200, json={"messages": [{"role": "system", "text": "x"}]}),
+                 id="unknown-field"),
+    pytest.param(lambda payload: httpx.Response(200, json={"messages": [{"text": "x" * 20_000}]}), id="too-large"),
+])
+async def test_a_failing_endpoint_queues_the_conversation_for_a_person(desk: RelayDesk, agent: TestAgent,
+                                                                       answer: Any) -> None:
+    desk.endpoint.answer = answer
+    token = await _token(desk, agent)
+    r = await desk.start(agent, token, "Help")
+    assert r.status_code == 201, r.text  # the agent's message is recorded and answered
+    cid = r.json()["conversation_id"]
+    assert r.json()["status"] == "queued"
+    page = await _events(desk, agent, token, cid)
+    assert _kinds(page["events"]) == [("message", "user", None), ("state", None, "working"),
+                                      ("state", None, "queued")]
+    r = await desk.api("GET", "?status=queued")
+    assert cid in [c["conversation_id"] for c in r.json()["conversations"]]
+
+
+async def test_an_unreachable_endpoint_queues_the_conversation(desk: RelayDesk, agent: TestAgent,
+                                                               web: MockWeb) -> None:
+    async def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    web.handle(f"https://{desk.slug}.support.example/pap/conversations", refuse)
+    token = await _token(desk, agent)
+    r = await desk.start(agent, token, "Help")
+    assert r.status_code == 201 and r.json()["status"] == "queued", r.text
+
+
+async def test_a_slow_endpoint_never_holds_the_agent(desk: RelayDesk, agent: TestAgent, settings: Settings,
+                                                     clock: ShiftableClock, web: MockWeb) -> None:
+    from frontdoor_core.outbound import SafeFetcher
+    from frontdoor_ledger.app import create_app
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(30)
+        return httpx.Response(200, json={"messages": [{"text": "Too late"}]})
+
+    web.handle(f"https://{desk.slug}.support.example/pap/conversations", slow)
+    quick = msgspec.structs.replace(settings, conversation_reply_wait=timedelta(milliseconds=300),
+                                    webhook_timeout=timedelta(seconds=1))
+    app = create_app(quick, clock=clock, fetcher=SafeFetcher(transport=web))
+    token = await _token(desk, agent)
+    async with app.lifespan(), httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=LEDGER) as other:
+        started = time.monotonic()
+        r = await desk.call(agent, token, "POST", "", {"message": {"id": unique("msg_"), "sender": "agent",
+                                                                   "text": "Hello?"}}, client=other)  # type: ignore[arg-type]
+        assert time.monotonic() - started < 3
+        assert r.status_code == 201 and r.json()["status"] == "working", r.text  # PAP-7.7-01: not a hang
+        cid = r.json()["conversation_id"]
+        page = await desk.call(agent, token, "GET", f"/{cid}/events", query="wait=10",
+                               client=other)  # type: ignore[arg-type]
+        body = page.json()
+        while body["status"] != "queued" and time.monotonic() - started < 10:
+            page = await desk.call(agent, token, "GET", f"/{cid}/events", query=f"cursor={body['cursor']}&wait=10",
+                                   client=other)  # type: ignore[arg-type]
+            body = page.json()
+    assert body["status"] == "queued"  # the relay timed out: a person is asked for
+    assert time.monotonic() - started < 10
+
+
+async def test_the_relay_endpoint_is_checked_when_saved(console: Any, issuer: Any, tenant: TenantHandle,
+                                                       other_tenant: TenantHandle, clock: ShiftableClock,
+                                                       store: Any, runtime: Any) -> None:
+    await make_company(console, issuer, tenant, clock, store, conversations={"enabled": True})
+    r = await _issuer_settings(console, tenant, relay_endpoint_id="whe_nosuchendpoint")
+    assert r.status_code == 422, r.text
+    assert "conversations.relay_endpoint_id" in r.text
+    theirs, _ = await _relay_endpoint(console, other_tenant, f"https://{other_tenant.slug}.example/relay")
+    r = await _issuer_settings(console, tenant, relay_endpoint_id=theirs)
+    assert r.status_code == 422 and "conversations.relay_endpoint_id" in r.text  # another tenant's: unknown
+    r = await _issuer_settings(console, tenant, relay_endpoint_id="not an id")
+    assert r.status_code == 422 and "conversations.relay_endpoint_id" in r.text
+    # A private address is refused at registration ...
+    r = await console.post("/api/v1/webhook-endpoints", headers=tenant.auth,
+                           json={"url": "https://10.0.0.7/relay", "description": "relay"})
+    assert r.status_code == 422 and r.json()["code"] == "url_not_public", r.text
+    # ... and when the relay is configured, for an endpoint registered under an allowlist since narrowed.
+    ours, _ = await _relay_endpoint(console, tenant, f"https://{tenant.slug}.example/relay")
+    async with runtime.pool.acquire() as conn:
+        await conn.execute("UPDATE webhook_endpoints SET url = 'https://10.0.0.7/relay' WHERE tenant_id = $1"
+                           " AND id = $2", tenant.id, ours)
+    r = await _issuer_settings(console, tenant, relay_endpoint_id=ours)
+    assert r.status_code == 422, r.text
+    assert "not a public address" in r.json()["errors"]["conversations.relay_endpoint_id"]
+    stored = (await console.get("/api/v1/issuer", headers=tenant.auth)).json()["settings"]["conversations"]
+    assert stored["relay_endpoint_id"] is None
+
+
+async def test_a_deleted_relay_endpoint_queues_the_conversation(desk: RelayDesk, agent: TestAgent,
+                                                                console: Any, tenant: TenantHandle) -> None:
+    r = await console.delete(f"/api/v1/webhook-endpoints/{desk.endpoint_id}", headers=tenant.auth)
+    assert r.status_code == 204, r.text
+    token = await _token(desk, agent)
+    r = await desk.start(agent, token, "Anyone?")
+    assert r.status_code == 201 and r.json()["status"] == "queued", r.text
+    assert desk.endpoint.requests == []
