@@ -277,3 +277,14 @@ async def test_a_deleted_relay_endpoint_queues_the_conversation(desk: RelayDesk,
     r = await desk.start(agent, token, "Anyone?")
     assert r.status_code == 201 and r.json()["status"] == "queued", r.text
     assert desk.endpoint.requests == []
+
+
+async def test_a_secret_that_does_not_decrypt_queues_the_conversation(desk: RelayDesk, agent: TestAgent,
+                                                                      runtime: Any) -> None:
+    async with runtime.pool.acquire() as conn:
+        await conn.execute("UPDATE webhook_secrets SET secret_ciphertext = $3 WHERE tenant_id = $1"
+                           " AND endpoint_id = $2", desk.company.tenant.id, desk.endpoint_id, b"\x00not a blob")
+    token = await _token(desk, agent)
+    r = await desk.start(agent, token, "Anyone?")
+    assert r.status_code == 201 and r.json()["status"] == "queued", r.text  # never signed with nothing
+    assert desk.endpoint.requests == []

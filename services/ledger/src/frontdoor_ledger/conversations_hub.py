@@ -152,8 +152,12 @@ class ConversationsHub:
     async def _relay_task(self, tenant_id: str, endpoint_id: str, data: dict[str, Any]) -> None:
         try:
             await self._relay(tenant_id, endpoint_id, data)
-        except Exception:  # the agent's message is recorded; a person sees the conversation in the inbox
+        except Exception:  # e.g. a secret that does not decrypt: the agent's message is recorded
             _log.exception("conversation_relay_crashed", conversation_id=data.get("conversation_id"))
+            try:
+                await self._queue(tenant_id, str(data["conversation_id"]))  # a person sees it in the inbox
+            except Exception:
+                _log.exception("conversation_relay_queue_failed", conversation_id=data.get("conversation_id"))
 
     async def deliver_and_wait(self, tenant_id: str, message_ids: Sequence[str], *,
                                posted: Posted | None = None) -> None:
