@@ -288,3 +288,22 @@ async def test_a_secret_that_does_not_decrypt_queues_the_conversation(desk: Rela
     r = await desk.start(agent, token, "Anyone?")
     assert r.status_code == 201 and r.json()["status"] == "queued", r.text  # never signed with nothing
     assert desk.endpoint.requests == []
+
+
+async def test_the_inbox_says_the_relay_is_on_and_lists_a_failed_relay(desk: RelayDesk, agent: TestAgent,
+                                                                       console: Any, tenant: TenantHandle) -> None:
+    from tests.integration.console.test_dashboard import sign_in
+
+    desk.endpoint.answer = lambda payload: httpx.Response(503)
+    token = await _token(desk, agent)
+    cid = (await desk.start(agent, token, "Help")).json()["conversation_id"]
+    await sign_in(console, tenant.email)
+    page = await console.get("/conversations")
+    assert page.status_code == 200
+    assert 'id="conversations-relay"' in page.text
+    assert f"<code>https://{tenant.slug}.support.example/pap/conversations</code>" in page.text
+    assert cid in page.text  # waiting for a person
+    r = await console.delete(f"/api/v1/webhook-endpoints/{desk.endpoint_id}", headers=tenant.auth)
+    assert r.status_code == 204, r.text
+    page = await console.get("/conversations")
+    assert "no longer exists" in page.text

@@ -26,11 +26,12 @@ from typing import Annotated, Any
 import msgspec
 from frontdoor_conversations import inbox, publish_changed
 from frontdoor_core.db import transaction
-from frontdoor_core.errors import Conflict, Invalid
+from frontdoor_core.errors import Conflict, Invalid, NotFound
 from frontdoor_core.ids import new_id
 from frontdoor_sessions.session_directory import get_session
 from frontdoor_tenancy import team
 from frontdoor_tenancy.issuer_settings import get_settings
+from frontdoor_webhooks.endpoints import get_endpoint
 from litestar import Response, get, post
 from litestar.datastructures import State
 from litestar.params import FromPath, Parameter
@@ -85,6 +86,17 @@ async def _enabled(conn: Any, tenant_id: str) -> bool:
     return bool((await get_settings(conn, tenant_id)).settings.conversations.enabled)
 
 
+async def _relay_url(conn: Any, tenant_id: str) -> str | None:
+    """The relay mode's endpoint URL ("" when the named endpoint is gone); None in the webhook mode."""
+    endpoint_id = (await get_settings(conn, tenant_id)).settings.conversations.relay_endpoint_id
+    if endpoint_id is None:
+        return None
+    try:
+        return (await get_endpoint(conn, tenant_id, endpoint_id)).url
+    except NotFound:
+        return ""
+
+
 @get("/conversations")
 async def inbox_page(console: Console, state: State, view: str | None = Parameter(default=None, max_length=16),
                      notice: str | None = Parameter(default=None, max_length=40)) -> Template:
@@ -93,9 +105,10 @@ async def inbox_page(console: Console, state: State, view: str | None = Paramete
     async with ctx_of(state).pool.acquire() as conn:
         waiting = await inbox.queue_count(conn, console.tenant.id)
         enabled = await _enabled(conn, console.tenant.id)
+        relay = await _relay_url(conn, console.tenant.id)
         name = await inbox.display_name(conn, console.tenant.id, console.actor.id or "")
     return console.page("conversations.html", nav="conversations", rows=rows, view=chosen, views=_VIEW_LABELS,
-                        waiting=waiting, enabled=enabled, poll=POLL_SECONDS, display_name=name,
+                        waiting=waiting, enabled=enabled, relay=relay, poll=POLL_SECONDS, display_name=name,
                         default_name=inbox.default_display_name(console.tenant.organization_name),
                         notice=_NOTICES.get(notice or ""), error=None)
 
