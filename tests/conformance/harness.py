@@ -11,6 +11,10 @@ settings, a resource-server credential, and the generated ``poppy.json``. Conver
 are Frontdoor's hosted ones (``{ledger}/{slug}/conversations``), answered by Northwind's
 concierge through the ``conversation.message.created`` webhook and the sdk.
 
+``build_context(login="oidc")`` gives the tenant an OpenID Connect login connection to a real
+OpenID Provider (npm ``oidc-provider``, `tests.support.oidc`) started for the context on
+loopback instead of Northwind's signed handoff: the driver's users log in at the IdP's pages.
+
 Usable outside pytest::
 
     async with build_context() as ctx:
@@ -26,7 +30,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 from personal_agent_protocol.conformance import ConformanceContext, Proposal, Scenario
@@ -34,6 +38,10 @@ from personal_agent_protocol.demo.kit import AgentIdentity, InProcessNetwork, Mu
 from personal_agent_protocol.operations import TermLimit
 
 from tests.support.servers import start_servers
+
+if TYPE_CHECKING:
+    from tests.conformance.browser import Browser
+    from tests.support.oidc import OpenIdProvider
 
 COMPANY_DOMAIN = "northwind.example"
 ISSUER_HOST = "issuer.frontdoor.test"
@@ -43,6 +51,11 @@ _USER_ADDRESSES = itertools.count(1)  # users' browsers, one address each
 from frontdoor_core.migrations import MIGRATED_PACKAGES  # noqa: E402
 
 NORTHWIND_PASSWORD = "harness-" + secrets.token_hex(8)
+
+#: How the tenant signs users in: Northwind's signed login handoff, or an OpenID Connect
+#: connection to a real OpenID Provider (npm ``oidc-provider``, `tests.support.oidc`) on loopback.
+Login = Literal["handoff", "oidc"]
+IDP_CLIENT_ID = "frontdoor-conformance"
 
 #: What the suite asks of Northwind: its reads, and its four kinds of proposal (Operations §4.1).
 SCENARIO = Scenario(
@@ -78,7 +91,8 @@ class FrontdoorDriver:
 
     The user signs in from a browser, both ways Frontdoor offers: Device Sign-In
     (`approve_device`: Frontdoor's device page, Northwind's login page through the signed
-    handoff, Frontdoor's consent page) and Direct Sign-In (`approve_authorization`: the
+    handoff, or with ``login="oidc"`` the IdP's login and consent pages and its redirect to
+    ``{issuer}/oidc/callback``, then Frontdoor's consent page) and Direct Sign-In (`approve_authorization`: the
     agent's ``{issuer}/oauth/authorize`` URL, the same login and consent pages, then the
     redirect back to the agent's ``redirect_uri`` with ``code``, ``state`` and ``iss``).
     The company disconnects an agent (`disconnect`) through Frontdoor's account API,
@@ -95,8 +109,17 @@ class FrontdoorDriver:
     accounts = ("acct_ada", "acct_grace")
 
     def __init__(self, clock: MutableClock, other: AgentIdentity, *, network: InProcessNetwork, issuer: str,
-                 credential: str, password: str, ledger: str = "", company: Any = None) -> None:
+                 credential: str, password: str, ledger: str = "", company: Any = None,
+                 login: Login = "handoff", idp: OpenIdProvider | None = None) -> None:
+        if login not in ("handoff", "oidc"):
+            raise ValueError(f"login is handoff or oidc, not {login!r}")
         self.clock = clock
+        self.login: Login = login
+        if (login == "oidc") != (idp is not None):
+            raise ValueError("an oidc login needs its OpenID Provider, and only it")
+        self._idp = idp
+        self._idp_hosts = (idp.host,) if idp is not None else ()
+        self.idp_logins = 0  # users who logged in at the IdP (``oidc``)
         self.other_identity: AgentIdentity | None = other
         self._network = network
         self._issuer = issuer
@@ -105,19 +128,50 @@ class FrontdoorDriver:
         self._ledger = ledger
         self.company: Any = company
 
+    def _browser_http(self, address: str = "127.0.0.1") -> httpx.AsyncClient:
+        """A user's browser: the in-process network, and the IdP's real pages on loopback."""
+        return httpx.AsyncClient(transport=_NetworkTransport(self._network, address=address,
+                                                             loopback=self._idp_hosts))
+
+    async def _idp_follows_clock(self) -> None:
+        """The suites move the injected clock forward (hours, across a lifecycle): the IdP's
+        clock reads the same time, or its ID tokens' ``exp`` would be past on Frontdoor's."""
+        if self._idp is not None:
+            await self._idp.set_clock(self.clock.now())
+
+    async def _sign_in(self, browser: Browser, login: httpx.Response, account: str) -> httpx.Response:
+        """From the login page the sign-in sent the browser to, to Frontdoor's consent page.
+
+        ``handoff``: Northwind's login form, then its signed answer back to Frontdoor.
+        ``oidc``: the IdP's login form (its user ``account``: the ID token's ``sub``, the
+        account Frontdoor maps), its consent form, then its redirect to ``{issuer}/oidc/callback``.
+        """
+        if self.login == "handoff":
+            handoff = await browser.submit(login, {"email": f"{account.removeprefix('acct_')}@northwind.example",
+                                                   "password": self._password})
+            return await browser.submit(handoff)  # the signed answer goes back to Frontdoor
+        if f"{login.url.host}:{login.url.port}" not in self._idp_hosts:
+            raise AssertionError(f"the sign-in did not lead to the IdP but to {login.url} ({login.status_code})")
+        self.idp_logins += 1
+        page = await browser.submit(login, {"login": account, "password": self._password})
+        for _ in range(3):  # the IdP's consent prompt, then the redirect back through the callback
+            if page.url.host != "127.0.0.1":
+                return page
+            page = await browser.submit(page)
+        raise AssertionError(f"the IdP did not send the browser back ({page.status_code}): {page.text[:300]}")
+
     async def approve_device(self, user_code: str, *, account: str, scopes: Sequence[str] | None = None) -> None:
         from tests.conformance.browser import Browser
 
         # Each user approves from their own browser and address, as people do: Frontdoor
         # limits code entries per address (20 per 5 minutes), and the suites sign in more.
         address = "198.18.{}.{}".format(*divmod(next(_USER_ADDRESSES) % 65536, 256))
-        async with httpx.AsyncClient(transport=_NetworkTransport(self._network, address=address)) as http:
+        await self._idp_follows_clock()
+        async with self._browser_http(address) as http:
             browser = Browser(http)
             page = await browser.open(f"{self._issuer}/device?user_code={user_code}")
-            login = await browser.submit(page)  # confirming the code leads to the company's login page
-            handoff = await browser.submit(login, {"email": f"{account.removeprefix('acct_')}@northwind.example",
-                                                   "password": self._password})
-            consent = await browser.submit(handoff)  # the signed answer goes back to Frontdoor
+            login = await browser.submit(page)  # confirming the code leads to the login page
+            consent = await self._sign_in(browser, login, account)
             if "Allow" not in consent.text:
                 raise AssertionError(f"no consent page ({consent.status_code}): {consent.text[:300]}")
             values: dict[str, str | list[str]] = {}
@@ -132,8 +186,8 @@ class FrontdoorDriver:
 
     async def approve_authorization(self, authorization_url: str, *, account: str,
                                     scopes: Sequence[str] | None = None) -> str:
-        """Direct Sign-In as the user: Frontdoor's authorization URL, Northwind's login page, the
-        handoff, Frontdoor's consent page. Answers the URL Frontdoor redirected to, on the
+        """Direct Sign-In as the user: Frontdoor's authorization URL, the login (Northwind's page
+        and the handoff, or the IdP's pages), Frontdoor's consent page. Answers the URL Frontdoor redirected to, on the
         agent's host (not followed: the agent's own callback takes it from there)."""
         from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 
@@ -146,7 +200,8 @@ class FrontdoorDriver:
             sent_back = response.status_code in (302, 303) and redirect_uri
             return location if sent_back and location.split("?")[0] == redirect_uri.split("?")[0] else None
 
-        async with self._network.client() as http:
+        await self._idp_follows_clock()
+        async with self._browser_http() as http:
             browser = Browser(http)
             first = await http.get(authorization_url)
             refused = to_agent(first)  # a refusal goes straight back to the agent
@@ -155,9 +210,7 @@ class FrontdoorDriver:
             if first.status_code != 303:
                 raise AssertionError(f"the authorization URL answered {first.status_code}: {first.text[:300]}")
             login = await browser.open(urljoin(authorization_url, first.headers["location"]))
-            handoff = await browser.submit(login, {"email": f"{account.removeprefix('acct_')}@northwind.example",
-                                                   "password": self._password})
-            consent = await browser.submit(handoff)  # the signed answer goes back to Frontdoor
+            consent = await self._sign_in(browser, login, account)
             found = forms(consent.text)
             if "Allow" not in consent.text or not found:
                 raise AssertionError(f"no consent page ({consent.status_code}): {consent.text[:300]}")
@@ -227,15 +280,24 @@ class _StaticTxt:
 class _NetworkTransport(httpx.AsyncBaseTransport):
     """Frontdoor's outbound client on the in-process network (agent metadata, publish checks)."""
 
-    def __init__(self, network: InProcessNetwork, *, address: str = "127.0.0.1") -> None:
+    def __init__(self, network: InProcessNetwork, *, address: str = "127.0.0.1",
+                 loopback: Sequence[str] = ()) -> None:
         self._network = network
         self._client = (address, 443)
+        self._loopback = frozenset(loopback)  # host:port of real servers (the IdP), over a socket
+        self._real = httpx.AsyncHTTPTransport() if loopback else None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self._real is not None and f"{request.url.host}:{request.url.port}" in self._loopback:
+            return await self._real.handle_async_request(request)
         app = self._network.apps.get(request.url.host or "")
         if request.url.scheme != "https" or app is None:
             raise httpx.ConnectError(f"{request.url.host} is not on the network", request=request)
         return await httpx.ASGITransport(app=app, client=self._client).handle_async_request(request)
+
+    async def aclose(self) -> None:
+        if self._real is not None:
+            await self._real.aclose()
 
 
 async def _expect(response: httpx.Response, status: int) -> Any:
@@ -246,16 +308,23 @@ async def _expect(response: httpx.Response, status: int) -> Any:
 
 
 @asynccontextmanager
-async def build_context(suites: Sequence[str] = ("security", "protocol")) -> AsyncIterator[ConformanceContext]:
+async def build_context(suites: Sequence[str] = ("security", "protocol"), *,
+                        login: Login = "handoff") -> AsyncIterator[ConformanceContext]:
     """The suite's context against a freshly onboarded Northwind on Frontdoor.
 
     Args:
         suites: informational: the suites the caller means to run (the world is the same).
+        login: the tenant's login connection. ``handoff``: Northwind's login page and the
+            signed handoff. ``oidc``: a real OpenID Provider started here for the context's
+            lifetime (one process on loopback, a ``client_secret_basic`` client registered
+            for the tenant's ``{issuer}/oidc/callback``); Frontdoor's outbound fetcher reaches
+            it over a real, SSRF-guarded socket (the development policy's loopback ``http``)
+            and everything else on the in-process network; its users are the accounts (``sub``).
     """
     import asyncpg
     from frontdoor_console.app import create_app as console_app
     from frontdoor_core.migrations import apply_migrations, discover
-    from frontdoor_core.outbound import SafeFetcher
+    from frontdoor_core.outbound import OutboundPolicy, SafeFetcher
     from frontdoor_core.settings import load_settings
     from frontdoor_issuer.app import create_app as issuer_app
     from frontdoor_ledger.app import create_app as ledger_app
@@ -264,6 +333,9 @@ async def build_context(suites: Sequence[str] = ("security", "protocol")) -> Asy
     from northwind.app import create_app as northwind_app
 
     del suites
+    if login not in ("handoff", "oidc"):
+        raise ValueError(f"login is handoff or oidc, not {login!r}")
+    slug = f"northwind-{secrets.token_hex(3)}"
     async with AsyncExitStack() as stack:
         servers = await start_servers(f"conf{secrets.token_hex(3)}")
         stack.callback(servers.stop)
@@ -293,7 +365,29 @@ async def build_context(suites: Sequence[str] = ("security", "protocol")) -> Asy
         for identity in (atlas, plain):
             network.add(identity.domain, identity.website())
         dns = _StaticTxt()
-        outbound = SafeFetcher(transport=_NetworkTransport(network))
+        network_transport = _NetworkTransport(network)
+        stack.push_async_callback(network_transport.aclose)
+        idp: OpenIdProvider | None = None
+        idp_connection: dict[str, Any] = {}
+        if login == "oidc":
+            from tests.support.oidc import IdpInternet, OpenIdProvider, new_key
+
+            idp_secret = "idp-secret-" + secrets.token_urlsafe(24)
+            idp = OpenIdProvider([{
+                "client_id": IDP_CLIENT_ID, "client_secret": idp_secret,
+                "token_endpoint_auth_method": "client_secret_basic",
+                "redirect_uris": [f"https://{ISSUER_HOST}/{slug}/oidc/callback"],
+                "grant_types": ["authorization_code"], "response_types": ["code"]}], new_key("idp-1"),
+                clock_control=True)
+            stack.callback(idp.stop)
+            policy = OutboundPolicy(allow_http_loopback=True)
+            internet = IdpInternet(network_transport, policy)
+            internet.add(idp)
+            outbound = SafeFetcher(policy, transport=internet)
+            idp_connection = {"type": "oidc", "issuer": idp.issuer, "client_id": IDP_CLIENT_ID,
+                              "client_secret": idp_secret}
+        else:
+            outbound = SafeFetcher(transport=network_transport)
         console = console_app(settings, clock=clock.now, txt_lookup=dns, fetcher=outbound)
         issuer = issuer_app(settings, clock=clock.now, fetcher=outbound)
         ledger = ledger_app(settings, clock=clock.now, fetcher=outbound)
@@ -307,7 +401,6 @@ async def build_context(suites: Sequence[str] = ("security", "protocol")) -> Asy
         stack.push_async_callback(http.aclose)
 
         # --- onboard Northwind the way a company does, over HTTP
-        slug = f"northwind-{secrets.token_hex(3)}"
         api = f"https://{CONSOLE_HOST}/api/v1"
         signup = await _expect(await http.post(f"{api}/signup", json={
             "email": f"owner@{slug}.example.com", "password": "a long harness passphrase " + secrets.token_hex(4),
@@ -328,8 +421,8 @@ async def build_context(suites: Sequence[str] = ("security", "protocol")) -> Asy
             "device": {"enabled": True, "scopes": ["orders:read", "poppy:read"]},
             # The suite starts many Sessions for one agent within a minute.
             "sessions_per_agent_per_minute": 100_000,
-            "login": {"url": f"https://{COMPANY_DOMAIN}/login",
-                      "jwks_uri": f"https://{COMPANY_DOMAIN}/.well-known/jwks.json"},
+            "login": idp_connection or {"url": f"https://{COMPANY_DOMAIN}/login",
+                                        "jwks_uri": f"https://{COMPANY_DOMAIN}/.well-known/jwks.json"},
             # Frontdoor hosts the conversation endpoint; Northwind's concierge answers (below).
             "conversations": {"enabled": True},
             "browser_session_endpoint": f"https://{COMPANY_DOMAIN}/poppy/browser",
@@ -363,7 +456,8 @@ async def build_context(suites: Sequence[str] = ("security", "protocol")) -> Asy
 
         driver = FrontdoorDriver(clock, plain, network=network, issuer=signup["tenant"]["issuer"],
                                  credential=credential["secret"], password=NORTHWIND_PASSWORD,
-                                 ledger=f"https://{LEDGER_HOST}/{slug}", company=company)
+                                 ledger=f"https://{LEDGER_HOST}/{slug}", company=company,
+                                 login=login, idp=idp)
         yield ConformanceContext(
             f"https://{COMPANY_DOMAIN}", identity=atlas, http=http, driver=driver,
             scenario=SCENARIO, clock=clock, address_resolver=network.resolve, browser_http=network.client(),

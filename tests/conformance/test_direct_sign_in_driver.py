@@ -5,7 +5,8 @@ The suite signs in with Device Sign-In whenever a company offers it, so the driv
 this drives it the way the runner does for a company without Device Sign-In. The agent is
 the peer library (`DirectSignInClient`: S256 PKCE, state, ``iss`` checked on the redirect,
 DPoP and client authentication at the token endpoint); the user acts through the real
-pages (Frontdoor's authorization URL, Northwind's login page, the handoff, consent).
+pages (Frontdoor's authorization URL, Northwind's login page and the handoff, or with the
+``oidc`` login the real OpenID Provider's login and consent pages, then Frontdoor's consent).
 """
 
 from __future__ import annotations
@@ -18,20 +19,20 @@ from personal_agent_protocol.auth import DirectSignInClient, DirectSignInResult
 from personal_agent_protocol.conformance import ConformanceContext
 from personal_agent_protocol.sessions import SessionToken
 
-from tests.conformance.harness import build_context
+from tests.conformance.harness import FrontdoorDriver, build_context
 
 pytestmark = pytest.mark.conformance
 
 
-@pytest.fixture(scope="module")
-async def context() -> AsyncIterator[ConformanceContext]:
+@pytest.fixture(scope="module", params=["handoff", "oidc"])
+async def context(request: pytest.FixtureRequest) -> AsyncIterator[ConformanceContext]:
     # The apps' lifespans must be entered and exited by one task (see test_suites.py).
     ready: asyncio.Future[ConformanceContext] = asyncio.get_running_loop().create_future()
     done = asyncio.Event()
 
     async def own() -> None:
         try:
-            async with build_context(suites=("lifecycle",)) as ctx:
+            async with build_context(suites=("lifecycle",), login=request.param) as ctx:
                 ready.set_result(ctx)
                 await done.wait()
         except BaseException as exc:
@@ -58,9 +59,13 @@ async def _sign_in(ctx: ConformanceContext, user: str, granted: list[str] | None
                        redirect_uri=str(ctx.agent.identity.metadata["redirect_uris"][0]),
                        scopes=ctx.scenario.scopes, tenant_id=ctx.tenant_id, pairwise_user_id=user,
                        session_id=session.session_id)
-    assert "direct_sign_in" in ctx.driver.capabilities
-    callback = await ctx.driver.approve_authorization(ctx.agent.user_browser.urls[-1],
-                                                      account=ctx.driver.accounts[0], scopes=granted)
+    driver = ctx.driver
+    assert isinstance(driver, FrontdoorDriver) and "direct_sign_in" in driver.capabilities
+    logins = driver.idp_logins
+    callback = await driver.approve_authorization(ctx.agent.user_browser.urls[-1],
+                                                  account=driver.accounts[0], scopes=granted)
+    # With the oidc login the user logged in at the IdP's own pages (the driver takes no other way).
+    assert driver.idp_logins == logins + (driver.login == "oidc")
     return session, await client.complete(callback)
 
 

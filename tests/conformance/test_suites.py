@@ -1,5 +1,9 @@
 """The independent peer suite (personal-agent-protocol 0.26.0) against Frontdoor.
 
+Twice: with the tenant's sign-in through Northwind's signed login handoff, and through an
+OpenID Connect connection to a real OpenID Provider (npm ``oidc-provider`` on loopback,
+started once per context), where the driver's user logs in at the IdP's own pages.
+
 Every selected case must pass. A case may be skipped only when it needs a capability a
 later issue brings, and the harness names that issue; any other skip fails the test,
 so a skip is never counted as a pass.
@@ -14,7 +18,7 @@ from typing import Any
 import pytest
 from personal_agent_protocol.conformance import ConformanceContext, run_conformance, select_cases
 
-from tests.conformance.harness import build_context
+from tests.conformance.harness import FrontdoorDriver, build_context
 
 pytestmark = pytest.mark.conformance
 
@@ -23,8 +27,8 @@ pytestmark = pytest.mark.conformance
 EXPECTED_SKIPS: dict[str, str] = {}
 
 
-@pytest.fixture(scope="module")
-async def context() -> AsyncIterator[ConformanceContext]:
+@pytest.fixture(scope="module", params=["handoff", "oidc"])
+async def context(request: pytest.FixtureRequest) -> AsyncIterator[ConformanceContext]:
     # The apps' lifespans (anyio task groups inside) must be entered and exited by one
     # task; pytest runs a fixture's setup and teardown in different tasks, so a
     # dedicated task owns the context for the module's lifetime.
@@ -33,7 +37,8 @@ async def context() -> AsyncIterator[ConformanceContext]:
 
     async def own() -> None:
         try:
-            async with build_context(suites=("security", "protocol", "lifecycle", "operations")) as ctx:
+            async with build_context(suites=("security", "protocol", "lifecycle", "operations"),
+                                     login=request.param) as ctx:
                 ready.set_result(ctx)
                 await done.wait()
         except BaseException as exc:
@@ -60,6 +65,9 @@ def _verdict(report: Any) -> tuple[list[str], list[str]]:
 async def test_suite(context: ConformanceContext, suite: str) -> None:
     cases = select_cases(suites=[suite])
     assert cases, f"the {suite} suite selected no case"
+    driver = context.driver
+    assert isinstance(driver, FrontdoorDriver)
+    logins_before = driver.idp_logins
     report = await run_conformance(context, cases=cases)
     failed, unexpected = _verdict(report)
     assert not failed, "failed cases:\n" + "\n".join(failed)
@@ -69,5 +77,9 @@ async def test_suite(context: ConformanceContext, suite: str) -> None:
     assert skipped <= set(EXPECTED_SKIPS)
     assert passed + len(skipped) == len(cases)
     awaiting = ", ".join(sorted({EXPECTED_SKIPS[s] for s in skipped}))
-    print(f"\n{suite}: {passed} passed" + (f", {len(skipped)} skipped awaiting {awaiting}" if skipped else ""))
+    idp_logins = driver.idp_logins - logins_before
+    if driver.login == "oidc" and suite in ("protocol", "lifecycle"):
+        # Their sign-in cases signed users in, each at the IdP's pages (the driver refuses any other).
+        assert idp_logins > 0, f"the {suite} suite signed nobody in at the IdP"
+    print(f"\n{suite} ({driver.login}, {idp_logins} IdP logins): {passed} passed" + (f", {len(skipped)} skipped awaiting {awaiting}" if skipped else ""))
 

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,6 @@ from frontdoor_core.outbound import (
 from frontdoor_core.outbound.guarded_transport import strict_ssl_context
 from joserfc import jwt
 from joserfc.jwk import RSAKey
-
-from tests.support.mock_web import MockWeb
 
 HERE = Path(__file__).parent
 
@@ -57,9 +56,10 @@ def new_key(kid: str) -> RSAKey:
 class OpenIdProvider:
     """One running provider process; `restart` keeps the port (and so the issuer)."""
 
-    def __init__(self, clients: list[dict[str, Any]], key: RSAKey) -> None:
+    def __init__(self, clients: list[dict[str, Any]], key: RSAKey, *, clock_control: bool = False) -> None:
         ensure_installed()
         self.clients, self.key, self.port = clients, key, 0
+        self.clock_control = clock_control  # `set_clock` may move the provider's clock
         self._proc: subprocess.Popen[str] | None = None
         self.issuer = ""
         self.start()
@@ -70,6 +70,8 @@ class OpenIdProvider:
         env = {"PATH": "/usr/bin:/bin", "IDP_PORT": str(self.port),
                "IDP_JWKS": json.dumps({"keys": [self.key.as_dict(private=True)]}),
                "IDP_CLIENTS": json.dumps(self.clients)}
+        if self.clock_control:
+            env["IDP_CLOCK_CONTROL"] = "1"
         self._proc = subprocess.Popen([node, "idp.mjs"], cwd=HERE, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.DEVNULL, text=True)
         assert self._proc.stdout is not None
@@ -91,6 +93,13 @@ class OpenIdProvider:
             self.key = key
         self.start()
 
+    async def set_clock(self, now: datetime) -> None:
+        """The provider's clock reads ``now`` from here on (``clock_control`` only), moving with real time."""
+        offset_ms = round((now - datetime.now(UTC)).total_seconds() * 1000)
+        async with httpx.AsyncClient(timeout=10) as http:
+            r = await http.post(f"{self.issuer}/__test/clock", json={"offset_ms": offset_ms})
+        assert r.status_code == 204, f"the OpenID Provider did not take the clock: {r.status_code}"
+
     @property
     def host(self) -> str:
         return f"127.0.0.1:{self.port}"
@@ -100,9 +109,10 @@ Tamper = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 class IdpInternet(httpx.AsyncBaseTransport):
-    """The issuer's outbound network: the IdP over a real (guarded) socket, the rest `MockWeb`."""
+    """The issuer's outbound network: the IdP over a real (guarded) socket, the rest ``web``
+    (the shared `MockWeb`, or the conformance harness's in-process network)."""
 
-    def __init__(self, web: MockWeb, policy: OutboundPolicy) -> None:
+    def __init__(self, web: httpx.AsyncBaseTransport, policy: OutboundPolicy) -> None:
         self.web = web
         self.idps: dict[str, OpenIdProvider] = {}
         self.real = GuardedTransport(GuardedNetworkBackend(AddressRules(policy), SystemResolver()),

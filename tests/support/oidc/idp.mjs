@@ -6,6 +6,9 @@
 //   IDP_CLIENTS  the registered clients, a JSON array of oidc-provider client metadata
 //   IDP_USERS    optional, {"<login>": "<password>", ...}: only these users sign in, each with its
 //                password (what `make run OIDC=1` sets); unset, any login with any password (the tests)
+//   IDP_CLOCK_CONTROL  optional, "1": the provider's clock is real time plus an offset the test sets
+//                with POST /__test/clock {"offset_ms": n} (the conformance harness, whose injected
+//                clock the suites move forward, so that the ID tokens' iat and exp are its time)
 // It prints one JSON line {"issuer": "http://127.0.0.1:<port>"} once it listens.
 // Users: a login name at the devInteractions form; sub = the name, email = <name>@corp.example,
 // email_verified false only for names starting with "unverified".
@@ -18,6 +21,34 @@ const clients = JSON.parse(process.env.IDP_CLIENTS || '[]');
 const jwks = JSON.parse(process.env.IDP_JWKS || '{"keys": []}');
 const users = process.env.IDP_USERS ? JSON.parse(process.env.IDP_USERS) : null;
 const server = http.createServer();
+let offsetMs = 0;
+if (process.env.IDP_CLOCK_CONTROL === '1') {
+  const realNow = Date.now.bind(Date);
+  Date.now = () => realNow() + offsetMs;  // epochTime, the adapter's expiries and jose all read it
+}
+
+function clockControl(handler) {
+  if (process.env.IDP_CLOCK_CONTROL !== '1') return handler;
+  return (req, res) => {
+    if (req.method !== 'POST' || req.url !== '/__test/clock') return handler(req, res);
+    const chunks = [];
+    req.on('data', (chunk) => chunks.push(chunk));
+    req.on('end', () => {
+      let offset;
+      try {
+        offset = JSON.parse(Buffer.concat(chunks).toString('utf8')).offset_ms;
+      } catch {
+        offset = undefined;
+      }
+      if (!Number.isSafeInteger(offset)) {
+        res.writeHead(400).end();
+        return;
+      }
+      offsetMs = offset;
+      res.writeHead(204).end();
+    });
+  };
+}
 
 function same(a, b) {
   const x = Buffer.from(String(a)), y = Buffer.from(String(b));
@@ -82,7 +113,7 @@ server.listen(Number(process.env.IDP_PORT || 0), '127.0.0.1', () => {
     }),
   });
   provider.proxy = false;
-  server.on('request', checkingPasswords(provider.callback()));
+  server.on('request', clockControl(checkingPasswords(provider.callback())));
   process.stdout.write(JSON.stringify({ issuer }) + '\n');
 });
 process.on('SIGTERM', () => server.close(() => process.exit(0)));
