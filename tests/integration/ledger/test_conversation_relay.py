@@ -307,3 +307,34 @@ async def test_the_inbox_says_the_relay_is_on_and_lists_a_failed_relay(desk: Rel
     assert r.status_code == 204, r.text
     page = await console.get("/conversations")
     assert "no longer exists" in page.text
+
+
+async def test_the_endpoint_rate_limit_paces_relay_requests(desk: RelayDesk, agent: TestAgent, console: Any,
+                                                            tenant: TenantHandle) -> None:
+    r = await console.post(f"/api/v1/webhook-endpoints/{desk.endpoint_id}", headers=tenant.auth,
+                            json={"rate_limit_per_second": 1})
+    assert r.status_code == 200, r.text
+    arrivals: list[float] = []
+    answer = desk.endpoint.answer
+
+    def timed(payload: dict[str, Any]) -> httpx.Response:
+        arrivals.append(time.monotonic())
+        return answer(payload)
+
+    desk.endpoint.answer = timed
+    token = await _token(desk, agent)
+    for text in ("one", "two", "three"):
+        r = await desk.start(agent, token, text)
+        assert r.status_code == 201 and r.json()["status"] == "idle", r.text  # each answered, in turn
+    assert len(arrivals) == 3
+    assert arrivals[2] - arrivals[0] > 1.0  # three sends at 1/s span two window boundaries
+
+
+async def test_a_disabled_relay_endpoint_queues_the_conversation(desk: RelayDesk, agent: TestAgent, console: Any,
+                                                                 tenant: TenantHandle) -> None:
+    r = await console.post(f"/api/v1/webhook-endpoints/{desk.endpoint_id}/disable", headers=tenant.auth, json={})
+    assert r.status_code == 200, r.text
+    token = await _token(desk, agent)
+    r = await desk.start(agent, token, "Anyone?")
+    assert r.status_code == 201 and r.json()["status"] == "queued", r.text
+    assert desk.endpoint.requests == []

@@ -103,10 +103,23 @@ class ConversationsHub:
             if not endpoint.enabled:
                 raise RelayFailed("the relay endpoint is disabled")
             secrets = await signing_secrets(conn, tenant_id, endpoint_id, self._kek, now)
+        if endpoint.rate_limit_per_second is not None:
+            await self._take_turn(endpoint_id, endpoint.rate_limit_per_second)
         body = relay_body(data)
         headers = webhook_headers(secrets, relay_message_id(str(data["event_id"])), int(now.timestamp()), body)
         answer = await self._sender.post(endpoint.url, body, headers, self._policy.timeout.total_seconds())
         return read_answer(answer.status, answer.body, truncated=answer.truncated)
+
+    async def _take_turn(self, endpoint_id: str, per_second: int) -> None:
+        """The endpoint's ``rate_limit_per_second``, counted with its deliveries (one window across
+        senders); waiting longer than one delivery's timeout is a failure."""
+        budget = self._policy.timeout.total_seconds()
+        waited = 0.0
+        while (wait := await self._throttle.wait(endpoint_id, per_second)) > 0:
+            waited += wait
+            if waited > budget:
+                raise RelayFailed("the endpoint's rate limit left no turn within the timeout")
+            await asyncio.sleep(wait)
 
     async def _queue(self, tenant_id: str, conversation_id: str) -> None:
         async with self._ctx.pool.acquire() as conn:
