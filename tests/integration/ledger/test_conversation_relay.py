@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -17,6 +17,7 @@ import httpx
 import msgspec
 import pytest
 from frontdoor_core.settings import Settings
+from frontdoor_sdk import WebhookVerifier
 from litestar.testing import AsyncTestClient
 from standardwebhooks.webhooks import Webhook
 
@@ -28,8 +29,6 @@ from tests.integration.signin.conftest import make_company
 from tests.support.agent import TestAgent
 from tests.support.clock import ShiftableClock
 from tests.support.mock_web import MockWeb
-
-Handler = Callable[[httpx.Request], Awaitable[httpx.Response]]
 
 
 class CompanyEndpoint:
@@ -44,6 +43,8 @@ class CompanyEndpoint:
 
     async def __call__(self, request: httpx.Request) -> httpx.Response:
         payload = Webhook(self.secret).verify(request.content, dict(request.headers))  # raises unless signed
+        event = await WebhookVerifier(self.secret).verify(request.content, request.headers)  # the sdk's, too
+        assert event.type == "conversation.relay" and event.id == request.headers["webhook-id"]
         self.requests.append(payload)
         self.headers.append(dict(request.headers))
         return self.answer(payload)
@@ -115,7 +116,7 @@ async def test_an_agent_message_is_relayed_signed_and_the_reply_is_read(desk: Re
     assert r.json()["status"] == "idle"  # the reply was recorded within the reply budget (PAP-7.7-01)
     cid = r.json()["conversation_id"]
     [relayed] = desk.endpoint.requests  # signature checked by the endpoint with its own secret
-    assert relayed["type"] == "conversation.relay"
+    assert relayed["type"] == "conversation.relay" and relayed["timestamp"].endswith("Z")
     data = relayed["data"]
     assert data["conversation_id"] == cid and data["message"]["text"] == "Where is my order?"
     assert data["message"]["role"] == "user" and data["message"]["context"] == {"locale": "en-GB"}

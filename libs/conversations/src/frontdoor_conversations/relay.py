@@ -7,7 +7,7 @@ secret signs every relay request as it signs deliveries (Standard Webhooks). Thi
 the contract, without I/O: the request's body and ``webhook-id``, and the reading of the
 company's answer. The ledger's `ConversationsHub` posts and records.
 
-The request: ``POST`` with ``{"type": "conversation.relay", "data": {...}}``, ``data`` being
+The request: ``POST`` with ``{"type": "conversation.relay", "timestamp", "data": {...}}``, ``data`` being
 exactly the ``conversation.message.created`` payload (the agent's message as data, never
 executed). The answer: ``200`` with ``{"messages": [{"id"?, "text"?, "data"?}], "done"?,
 "handoff"?}`` (or ``202``/``204``: nothing now, the company answers later through the
@@ -17,6 +17,7 @@ ledger API). Anything else is a failure.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -68,9 +69,11 @@ class RelayFailed(Exception):
     """The company's endpoint gave no usable answer (the reason is for logs: never the body)."""
 
 
-def relay_body(data: dict[str, Any]) -> bytes:
-    """The request's body for one agent message (``data``: its webhook payload)."""
-    return msgspec.json.encode({"type": RELAY_EVENT_TYPE, "data": data})
+def relay_body(data: dict[str, Any], now: datetime) -> bytes:
+    """The request's body for one agent message (``data``: its webhook payload), a Standard
+    Webhooks event like every delivery (``type``, ``timestamp``, ``data``)."""
+    stamp = now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return msgspec.json.encode({"type": RELAY_EVENT_TYPE, "timestamp": stamp, "data": data})
 
 
 def relay_message_id(event_id: str) -> str:

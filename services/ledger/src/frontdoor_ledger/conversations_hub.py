@@ -105,7 +105,7 @@ class ConversationsHub:
             secrets = await signing_secrets(conn, tenant_id, endpoint_id, self._kek, now)
         if endpoint.rate_limit_per_second is not None:
             await self._take_turn(endpoint_id, endpoint.rate_limit_per_second)
-        body = relay_body(data)
+        body = relay_body(data, now)
         headers = webhook_headers(secrets, relay_message_id(str(data["event_id"])), int(now.timestamp()), body)
         answer = await self._sender.post(endpoint.url, body, headers, self._policy.timeout.total_seconds())
         return read_answer(answer.status, answer.body, truncated=answer.truncated)
