@@ -7,11 +7,13 @@ time past an interval or an expiry and still authenticate.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from frontdoor_core.runtime import Runtime
+from frontdoor_core.settings import Settings
 from frontdoor_sessions import DeviceStore
 from litestar.testing import AsyncTestClient
 
@@ -171,3 +173,18 @@ def assert_refusal(r: Any, status: int, error: str) -> None:
     assert r.json()["error"] == error, r.text
     assert r.headers["cache-control"] == "no-store"
     assert "fdat_" not in r.text and "eyJ" not in r.text
+
+
+@pytest.fixture(scope="session")
+async def lean(settings: Settings, migrated: str, clock: ShiftableClock, web: MockWeb
+               ) -> AsyncIterator[AsyncTestClient[Any]]:
+    """The issuer as ``asgi.py`` serves it: the lean routes (introspection, token) in front of Litestar."""
+    from frontdoor_core.outbound import SafeFetcher
+    from frontdoor_httpkit import lean_route_observer
+    from frontdoor_issuer.app import create_app
+    from frontdoor_issuer.http.lean_routes import LeanRoutes
+
+    app = LeanRoutes(create_app(settings, clock=clock, fetcher=SafeFetcher(transport=web)),
+                     max_body_bytes=settings.max_body_bytes, hsts=False, observe=lean_route_observer("issuer"))
+    async with AsyncTestClient(app, base_url="https://issuer.frontdoor.test") as client:  # type: ignore[arg-type]
+        yield client

@@ -7,12 +7,10 @@ again at once: the answer must be the new state (PAP-4.9-01: the next request is
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from frontdoor_core.runtime import Runtime
-from frontdoor_core.settings import Settings
 from frontdoor_sessions import DeviceStore, IntrospectionCache, publish_head
 from frontdoor_sessions.introspection_cache import CachedState, head_key
 from litestar.testing import AsyncTestClient
@@ -24,20 +22,6 @@ from tests.support.clock import ShiftableClock
 from tests.support.mock_web import MockWeb
 
 from .conftest import Company, make_company
-
-
-@pytest.fixture(scope="session")
-async def lean(settings: Settings, migrated: str, clock: ShiftableClock, web: MockWeb
-               ) -> AsyncIterator[AsyncTestClient[Any]]:
-    """The issuer as ``asgi.py`` serves it: the lean route in front of the Litestar app."""
-    from frontdoor_core.outbound import SafeFetcher
-    from frontdoor_issuer.app import create_app
-    from frontdoor_issuer.http.introspect_route import IntrospectionRoute
-
-    app = IntrospectionRoute(create_app(settings, clock=clock, fetcher=SafeFetcher(transport=web)),
-                             max_body_bytes=settings.max_body_bytes, hsts=False)
-    async with AsyncTestClient(app, base_url="https://issuer.frontdoor.test") as client:  # type: ignore[arg-type]
-        yield client
 
 
 @pytest.fixture

@@ -1,10 +1,10 @@
 """Litestar plumbing shared by Frontdoor's HTTP services (no domain words here)."""
 
-from .client_address import client_address, network_key
+from .client_address import client_address, client_address_from, network_key
 from .health import health_routes
 from .json_body import BadBody, read_json
 from .json_guard import make_json_guard
-from .metrics import metrics_lifespan, request_metrics_middleware
+from .metrics import Observer, lean_route_observer, metrics_lifespan, request_metrics_middleware
 from .openapi_document import (
     DocumentPlugin,
     Problem,
@@ -22,17 +22,20 @@ from .tracing import opentelemetry_plugin, route_span_details
 __all__ = [
     "BadBody",
     "DocumentPlugin",
+    "Observer",
     "Problem",
     "ProtocolError",
     "RequestIdMiddleware",
     "SecurityHeadersMiddleware",
     "client_address",
+    "client_address_from",
     "content_security_policy",
     "current_request_id",
     "described",
     "error_responses",
     "health_routes",
     "make_json_guard",
+    "lean_route_observer",
     "metrics_lifespan",
     "network_key",
     "openapi_document",

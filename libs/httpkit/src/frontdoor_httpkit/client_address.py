@@ -21,7 +21,7 @@ from typing import Any
 
 from litestar import Request
 
-__all__ = ["client_address", "network_key", "parse_networks"]
+__all__ = ["client_address", "client_address_from", "network_key", "parse_networks"]
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -67,10 +67,15 @@ def network_key(address: str) -> str:
 def client_address(request: Request[Any, Any, Any], trusted_proxies: str = "") -> str:
     """The client's network key for rate limiting (never trusted for anything else)."""
     peer = request.client.host if request.client else "unknown"
+    return client_address_from(peer, request.headers.getall("x-forwarded-for", []), trusted_proxies)
+
+
+def client_address_from(peer: str, forwarded_for: Sequence[str], trusted_proxies: str = "") -> str:
+    """:func:`client_address` from the TCP peer and the ``X-Forwarded-For`` fields as sent (a lean ASGI route)."""
     networks = parse_networks(trusted_proxies) if trusted_proxies else ()
     if not networks or not _trusted(peer, networks):
         return network_key(peer)
-    hops = [h.strip() for h in ",".join(request.headers.getall("x-forwarded-for", [])).split(",") if h.strip()]
+    hops = [h.strip() for h in ",".join(forwarded_for).split(",") if h.strip()]
     for hop in reversed(hops):
         if not _trusted(hop, networks):
             return network_key(hop[:64])

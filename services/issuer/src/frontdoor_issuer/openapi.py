@@ -9,9 +9,9 @@ in it.
 
 The document is Litestar's, built from copies of those very handlers with their summaries,
 answers and refusals declared here (:func:`frontdoor_httpkit.described`) in an app that is
-never started. Introspection is answered in production by the lean ASGI route in front of
-Litestar (``http/introspect_route.py``); it shares the Litestar handler's code
-(``introspect.answer``) and answers identically, so the handler describes it. Served at
+never started. Introspection and the token endpoint are answered in production by lean ASGI
+routes in front of Litestar (``http/lean_routes.py``); they share the Litestar handlers' code
+(``introspect.answer``, ``token.answer``) and answer identically, so the handlers describe them. Served at
 ``GET {base}/openapi.json``; checked in as ``docs/api/openapi-issuer.json``.
 """
 

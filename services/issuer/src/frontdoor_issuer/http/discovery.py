@@ -13,10 +13,11 @@ from litestar import Response, get
 from litestar.datastructures import State
 from litestar.params import FromPath
 
-__all__ = ["routes"]
+__all__ = ["NOT_FOUND_BODY", "not_found", "routes"]
 
 _CACHE = "public, max-age=300"
-_NOT_FOUND: dict[str, str] = {"error": "not_found", "error_description": "No issuer at this address."}
+NOT_FOUND_BODY: dict[str, str] = {"error": "not_found", "error_description": "No issuer at this address."}
+_NOT_FOUND = NOT_FOUND_BODY
 
 
 def not_found() -> Response[dict[str, str]]:

@@ -1,6 +1,6 @@
 """``POST {issuer}/oauth/introspect``: Session state for the company's resource servers.
 
-:func:`answer` is the endpoint: the lean ASGI route (:mod:`.introspect_route`, mounted in
+:func:`answer` is the endpoint: the lean ASGI route (:mod:`.lean_routes`, mounted in
 front of Litestar by ``asgi.py``) and the Litestar handler below both call it, so the
 wire format, the client authentication and the errors are one code path.
 """

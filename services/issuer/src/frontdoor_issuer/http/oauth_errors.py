@@ -7,9 +7,10 @@ from typing import Any
 from frontdoor_protocol.errors import ProtocolError
 from litestar import Response
 
-__all__ = ["NO_STORE", "oauth_error", "unavailable"]
+__all__ = ["NO_STORE", "UNAVAILABLE_BODY", "oauth_error", "unavailable"]
 
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+UNAVAILABLE_BODY = {"error": "temporarily_unavailable", "error_description": "Temporarily unavailable; retry shortly."}
 
 
 def oauth_error(error: ProtocolError, headers: dict[str, str] | None = None) -> Response[dict[str, Any]]:
@@ -19,5 +20,5 @@ def oauth_error(error: ProtocolError, headers: dict[str, str] | None = None) -> 
 
 def unavailable(retry_after: int = 5) -> Response[dict[str, Any]]:
     """Fail closed: 503 with ``Retry-After``."""
-    return Response({"error": "temporarily_unavailable", "error_description": "Temporarily unavailable; retry shortly."},
+    return Response(UNAVAILABLE_BODY,
                     status_code=503, headers={**NO_STORE, "Retry-After": str(retry_after)})
