@@ -129,8 +129,17 @@ async def test_dashboard_checks_the_issuer_and_tests_the_connection(console: Asy
     assert api["login_client_secret_set"] is True
     shown = await console.get("/settings")
     assert SECRET not in shown.text and "Test connection" in shown.text
+    # The token endpoint refuses the never issued code but not the client: the credentials are accepted.
+    web.serve(f"{issuer}/token", status=400, json={"error": "invalid_grant"})
     ok = await console.post("/settings/login/test", data={"_csrf_token": csrf}, follow_redirects=True)
     assert ok.status_code == 200 and "Connection works" in ok.text
+    # Any other answer is shown by its error code only, never its description.
+    web.serve(f"{issuer}/token", status=400, json={"error": "unauthorized_client", "error_description": "psst"})
+    other = await console.post("/settings/login/test", data={"_csrf_token": csrf})
+    assert other.status_code == 422 and "HTTP 400 unauthorized_client" in other.text and "psst" not in other.text
+    web.serve(f"{issuer}/token", status=500, body=b"<html>oops</html>", headers={"content-type": "text/html"})
+    down = await console.post("/settings/login/test", data={"_csrf_token": csrf})
+    assert down.status_code == 422 and "HTTP 500 (no error code)" in down.text and "oops" not in down.text
     # The IdP's keys disappear: the test says so.
     web.serve(f"{issuer}/jwks", status=404, json={})
     broken = await console.post("/settings/login/test", data={"_csrf_token": csrf})

@@ -17,6 +17,11 @@ The relying-party side of OpenID Connect Core 1.0 §3.1 for a tenant whose ``log
   ``sid`` (the user's session at the IdP), when present, is kept as its `idp_session_hash`
   with the sign-in this login completes, for Back-Channel Logout.
 
+`check_client_credentials` is the dashboard's "test connection" of the client credentials
+without a user: a random, never issued code redeemed with the configured client
+authentication tells ``invalid_client`` (wrong credentials) from ``invalid_grant`` (right
+credentials, RFC 6749 §5.2).
+
 Nothing secret is logged or echoed: failures carry a stable :class:`OidcFailure` only.
 """
 
@@ -50,11 +55,14 @@ from .oidc_provider import ProviderMetadata, ProviderUnavailable, discover, prov
 
 __all__ = [
     "STATE_TTL",
+    "CredentialsCheck",
+    "CredentialsVerdict",
     "OidcAccount",
     "OidcFailure",
     "OidcLoginDenied",
     "OidcLoginFailed",
     "account_id_from_claims",
+    "check_client_credentials",
     "finish_oidc_login",
     "start_oidc_login",
 ]
@@ -257,11 +265,15 @@ async def finish_oidc_login(pool: asyncpg.Pool, kek: Kek, login: LoginConnection
                        idp_session=idp_session_hash(meta.issuer, sid) if sid is not None else None)
 
 
-async def _redeem(meta: ProviderMetadata, login: LoginConnection, secret: str, *, code: str, verifier: str,
-                  redirect_uri: str, fetcher: SafeFetcher, client_key: ECKey | None = None,
-                  now: int = 0) -> dict[str, Any]:
+async def _token_request(meta: ProviderMetadata, login: LoginConnection, secret: str, form: dict[str, str], *,
+                         fetcher: SafeFetcher, client_key: ECKey | None, now: int) -> tuple[int, Any]:
+    """POST ``form`` to the token endpoint with the configured client authentication: (status, JSON or None).
+
+    Raises:
+        OidcLoginFailed: ``invalid_client`` (no client key for ``private_key_jwt``) or ``provider_down``.
+    """
     assert login.client_id is not None
-    form = {"grant_type": "authorization_code", "code": code, "redirect_uri": redirect_uri, "code_verifier": verifier}
+    form = dict(form)
     headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
     if login.token_endpoint_auth_method == "private_key_jwt":
         if client_key is None:
@@ -282,14 +294,75 @@ async def _redeem(meta: ProviderMetadata, login: LoginConnection, secret: str, *
         body = msgspec.json.decode(answer.body) if not answer.truncated else None
     except msgspec.DecodeError:
         body = None
-    if answer.status == 200 and isinstance(body, dict):
+    return answer.status, body
+
+
+async def _redeem(meta: ProviderMetadata, login: LoginConnection, secret: str, *, code: str, verifier: str,
+                  redirect_uri: str, fetcher: SafeFetcher, client_key: ECKey | None = None,
+                  now: int = 0) -> dict[str, Any]:
+    form = {"grant_type": "authorization_code", "code": code, "redirect_uri": redirect_uri, "code_verifier": verifier}
+    status, body = await _token_request(meta, login, secret, form, fetcher=fetcher, client_key=client_key, now=now)
+    if status == 200 and isinstance(body, dict):
         return body
     error = body.get("error") if isinstance(body, dict) else None
-    if answer.status in (400, 401) and error == "invalid_client":
+    if status in (400, 401) and error == "invalid_client":
         raise OidcLoginFailed(OidcFailure.INVALID_CLIENT)
-    if answer.status == 400 and isinstance(error, str):
+    if status == 400 and isinstance(error, str):
         raise OidcLoginFailed(OidcFailure.TOKEN_REFUSED)
     raise OidcLoginFailed(OidcFailure.PROVIDER_DOWN)
+
+
+class CredentialsVerdict(StrEnum):
+    """What the IdP's token endpoint said of Frontdoor's client credentials (`check_client_credentials`)."""
+
+    ACCEPTED = "accepted"
+    """``invalid_grant``: the client authenticated; only the (never issued) code was refused."""
+    REJECTED = "rejected"
+    """``invalid_client``: the client ID, secret or client key is not what the IdP has."""
+    NO_CLIENT_KEY = "no_client_key"
+    """``private_key_jwt`` without a signing client key at Frontdoor."""
+    UNREACHABLE = "unreachable"
+    """The token endpoint did not answer."""
+    OTHER = "other"
+    """Any other answer: ``error`` is the IdP's error code (or None), ``status`` its HTTP status."""
+
+
+class CredentialsCheck(msgspec.Struct, frozen=True, kw_only=True):
+    verdict: CredentialsVerdict
+    status: int | None = None
+    error: str | None = None
+    """The IdP's ``error`` code only (RFC 6749 §5.2 charset), never its description."""
+
+
+async def check_client_credentials(pool: asyncpg.Pool, kek: Kek, login: LoginConnection, meta: ProviderMetadata, *,
+                                   tenant_id: str, redirect_uri: str, now: int,
+                                   fetcher: SafeFetcher) -> CredentialsCheck:
+    """Authenticate at the IdP's token endpoint without a user: redeem a random, never issued code.
+
+    RFC 6749 §5.2: the IdP answers ``invalid_client`` when the client authentication fails and
+    ``invalid_grant`` when it succeeds but the code is not valid. The code is fresh random and
+    was never issued, so nothing can be redeemed by this request.
+    """
+    async with pool.acquire() as conn:
+        secret = await load_client_secret(conn, kek, tenant_id)
+        client_key = (await load_client_key(conn, kek, tenant_id, now=datetime.fromtimestamp(now, UTC))
+                      if login.token_endpoint_auth_method == "private_key_jwt" else None)
+    if login.token_endpoint_auth_method == "private_key_jwt" and client_key is None:
+        return CredentialsCheck(verdict=CredentialsVerdict.NO_CLIENT_KEY)
+    form = {"grant_type": "authorization_code", "code": secrets.token_urlsafe(32), "redirect_uri": redirect_uri,
+            "code_verifier": secrets.token_urlsafe(48)}
+    try:
+        status, body = await _token_request(meta, login, secret or "", form, fetcher=fetcher, client_key=client_key,
+                                            now=now)
+    except OidcLoginFailed:
+        return CredentialsCheck(verdict=CredentialsVerdict.UNREACHABLE)
+    raw = body.get("error") if isinstance(body, dict) else None
+    error = raw if isinstance(raw, str) and _IDP_ERROR.match(raw) else None
+    if status in (400, 401) and error == "invalid_client":
+        return CredentialsCheck(verdict=CredentialsVerdict.REJECTED, status=status, error=error)
+    if status == 400 and error == "invalid_grant":
+        return CredentialsCheck(verdict=CredentialsVerdict.ACCEPTED, status=status, error=error)
+    return CredentialsCheck(verdict=CredentialsVerdict.OTHER, status=status, error=error)
 
 
 async def _verified_claims(meta: ProviderMetadata, pending: _Pending, id_token: str, access_token: str | None, *,

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import msgspec
 from frontdoor_core.db import transaction
 from frontdoor_core.errors import Conflict, Invalid, NotFound
+from frontdoor_sessions.oidc_login import CredentialsVerdict, check_client_credentials
 from frontdoor_sessions.oidc_provider import ProviderProblem, ProviderUnavailable, check_provider
 from frontdoor_tenancy import audit, issuer_settings, oidc_client_key, oidc_connection, signing_keys
 from frontdoor_tenancy.issuer_settings import IssuerSettings, LoginConnection, ProtocolSettings, SignInType
@@ -33,7 +34,8 @@ _NOTICES = {
     "saved": "Settings saved. The issuer metadata and poppy.json reflect them now.",
     "rotated": "New signing key published. It signs after the lead time; the old one stays published meanwhile.",
     "rotated_now": "New signing key signs now; every other key left the JWKS.",
-    "login_ok": "Connection works: the IdP's discovery document and keys were fetched and checked.",
+    "login_ok": "Connection works: the IdP's discovery document and keys were fetched and checked, and its token "
+                "endpoint accepted the client credentials.",
     "client_key_rotated": "New client key published at /oidc/jwks.json. It signs client assertions after the lead "
                           "time; the current key keeps signing until then and stays published until it expires.",
     "client_key_rotated_now": "New client key signs now; the old one left /oidc/jwks.json.",
@@ -210,20 +212,40 @@ async def settings_save(console: Console, state: State, request: Request[Any, An
     return Redirect("/settings?notice=saved", status_code=303)
 
 
+_CREDENTIALS = {
+    CredentialsVerdict.REJECTED: "client ID or secret rejected by the IdP (invalid_client): check the client ID, "
+                                 "enter the client secret again, and the client authentication method",
+    CredentialsVerdict.NO_CLIENT_KEY: "no client key signs for private_key_jwt yet: rotate the client key",
+    CredentialsVerdict.UNREACHABLE: "the IdP's token endpoint did not answer",
+}
+
+
 @post("/settings/login/test")
 async def login_test(console: Console, state: State) -> Response[Any]:
-    """"Test connection": discovery and the JWKS of the saved oidc connection, fetched afresh."""
+    """"Test connection": discovery and the JWKS of the saved oidc connection, fetched afresh, then the
+    client credentials at the token endpoint with a never issued code (`check_client_credentials`)."""
     console.require("write")
     ctx = ctx_of(state)
     async with ctx.pool.acquire() as conn:
         login = (await issuer_settings.get_settings(conn, console.tenant.id)).settings.login
-    if login is None or login.type != "oidc":
+    if login is None or login.type != "oidc" or login.issuer is None:
         return await _page(console, state, error="Save an OpenID Connect login connection first.", status_code=409)
-    problem = await _provider_error(ctx, console.tenant.id, login)
-    if problem:
-        return await _page(console, state, errors=problem, error="The identity provider cannot be used.",
+    try:
+        meta = await check_provider(login.issuer, tenant_id=console.tenant.id, fetcher=ctx.fetcher, redis=ctx.redis)
+    except ProviderUnavailable as exc:
+        why = _PROVIDER_PROBLEMS[exc.problem].format(issuer=login.issuer.rstrip("/"))
+        return await _page(console, state, errors={"login.issuer": why}, error="The identity provider cannot be used.",
                            status_code=422)
-    return Redirect("/settings?notice=login_ok", status_code=303)
+    checked = await check_client_credentials(
+        ctx.pool, ctx.kek, login, meta, tenant_id=console.tenant.id, now=int(ctx.now().timestamp()),
+        redirect_uri=f"{ctx.issuer_url(console.tenant.slug)}/oidc/callback", fetcher=ctx.fetcher)
+    if checked.verdict is CredentialsVerdict.ACCEPTED:
+        return Redirect("/settings?notice=login_ok", status_code=303)
+    why = _CREDENTIALS.get(checked.verdict) or (
+        f"the IdP's token endpoint answered HTTP {checked.status} {checked.error or '(no error code)'}, "
+        "neither invalid_client nor invalid_grant")
+    return await _page(console, state, errors={"login.client_id": why}, status_code=422,
+                       error="Discovery and keys are fine, but the client credentials could not be confirmed.")
 
 
 class RotateForm(msgspec.Struct, frozen=True, kw_only=True):
