@@ -426,6 +426,96 @@ async def test_interim_answers_are_skipped(plain: KeepAliveServer) -> None:
         await client.aclose()
 
 
+class HoldingServer(KeepAliveServer):
+    """A slow shared webhook host: answers to ``/a`` are held until a request to ``/b`` arrived."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.b_arrived = asyncio.Event()
+        self.held = 0
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                self.requests.append(head + await reader.readexactly(length))
+                if head.startswith(b"POST /a "):
+                    self.held += 1
+                    await self.b_arrived.wait()
+                    self.held -= 1
+                else:
+                    self.b_arrived.set()
+                writer.write(self.answer)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            self.closed += 1
+            writer.close()
+
+
+async def _until(predicate: object, limit: float = 5.0) -> None:
+    async with asyncio.timeout(limit):
+        while not predicate():  # type: ignore[operator]
+            await asyncio.sleep(0.01)
+
+
+async def test_a_tenant_holding_its_share_of_an_origin_does_not_delay_another_tenant() -> None:
+    async with HoldingServer() as slow:
+        client = _dev_client(max_connections=2)
+        a = SafeSender(client).partitioned("ten_a")
+        b = SafeSender(client).partitioned("ten_b")
+        try:
+            # Tenant A: two endpoints on the shared host, more POSTs than its share.
+            held = [asyncio.create_task(a.post(slow.url("/a"), b"{}", {}, 5.0)) for _ in range(4)]
+            await _until(lambda: slow.held == 2)  # A has its whole share, held open by the server
+            answer = await b.post(slow.url("/b"), b"{}", {}, 5.0)
+            # B was answered while every A POST still waited: the server holds A's until B's came.
+            assert answer.status == 200 and not any(task.done() for task in held)
+            assert [r.status for r in await asyncio.gather(*held)] == [200] * 4
+            assert (await b.post(slow.url("/b"), b"{}", {}, 5.0)).status == 200
+        finally:
+            await client.aclose()
+
+    assert len(slow.requests) == 6
+    # A's share (2) and B's own (1); A's last two and B's second reused their partition's.
+    assert slow.connections == 3
+
+
+async def test_without_a_partition_posts_share_one_pool_as_before() -> None:
+    async with HoldingServer() as slow:
+        client = _dev_client(max_connections=2)
+        try:
+            held = [asyncio.create_task(client.post(slow.url("/a"), b"{}", headers={})) for _ in range(2)]
+            await _until(lambda: slow.held == 2)
+            error = await _error(client, slow.url("/b"), timeout=0.3)  # waits for a slot the whole deadline
+            assert error.code == FetchErrorCode.TIMEOUT and not slow.b_arrived.is_set()
+            slow.b_arrived.set()
+            assert [r.status for r in await asyncio.gather(*held)] == [200] * 2
+        finally:
+            await client.aclose()
+
+
+async def test_partitions_share_the_origins_cap() -> None:
+    async with HoldingServer() as slow:
+        client = _dev_client(max_connections=2, max_origin_connections=3)
+        try:
+            held = [asyncio.create_task(client.post(slow.url("/a"), b"{}", headers={}, partition=tenant))
+                    for tenant in ("ten_a", "ten_a", "ten_b", "ten_b", "ten_c")]
+            await _until(lambda: slow.held == 3)
+            await asyncio.sleep(0.1)  # a fourth connection would have been opened by now
+            assert slow.connections == 3 and slow.held == 3
+            slow.b_arrived.set()
+            assert [r.status for r in await asyncio.gather(*held)] == [200] * 5
+        finally:
+            await client.aclose()
+
+    assert len(slow.requests) == 5
+
+
 async def test_safe_sender_over_the_client_maps_failures_to_attempt_error_classes(server: RouteServer) -> None:
     server.route("/slow", Route(body=b"x" * 200, trickle_delay=0.05))
     sender = SafeSender(_client(server, _policy(total_timeout=5.0)))

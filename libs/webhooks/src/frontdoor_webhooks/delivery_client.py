@@ -27,8 +27,14 @@ protocol and reads the answer with a small HTTP/1.1 parser, and keeps every rule
   ``Connection``, ``Accept-Encoding``, ``Cookie`` or ``Proxy-Authorization``, nor any
   header whose name or value could split the request.
 
-Connections are kept per origin (scheme, host, port), never shared between origins, at
-most ``max_connections`` each; an idle one is closed after ``keepalive_expiry`` seconds, or
+Connections are kept per origin (scheme, host, port), never shared between origins, and
+within an origin per *partition*: the caller's ``partition=`` (the deliverer and the ledger
+pass the tenant), never shared between partitions either. At most ``max_connections`` are
+open at once for one partition of an origin and ``max_origin_connections`` (higher) for
+the whole origin, so one tenant can never take every connection to a shared webhook host
+(a relay answering slowly, say) and make another tenant's deliveries wait out their
+deadline for a slot. Without a partition every POST shares one, as one pool per origin
+did. An idle one is closed after ``keepalive_expiry`` seconds, or
 as soon as the server closes it; at most ``max_origins`` origins are kept (the least
 recently used is closed). A connection whose answer was not read to its end (cut, a
 content coding, a timeout, an error) is closed, never reused.
@@ -44,7 +50,7 @@ import re
 import ssl
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, Final
 
 import httpcore
@@ -202,14 +208,42 @@ class _Backend(httpcore.AsyncNetworkBackend):
         await asyncio.sleep(seconds)
 
 
-class _Origin:
-    """The kept connections of one origin."""
+class _Pool:
+    """One partition's connections to an origin: the kept ones, and its share of the slots."""
+
+    __slots__ = ("idle", "slots", "users")
 
     def __init__(self, max_connections: int) -> None:
         self.idle: list[_Conn] = []
         self.slots = asyncio.Semaphore(max_connections)
-        self.in_flight = 0
+        self.users = 0  # POSTs holding or waiting for one of its slots
+
+
+class _Origin:
+    """The connections of one origin: a pool per partition, under one cap for the origin."""
+
+    def __init__(self, max_connections: int, max_origin_connections: int) -> None:
+        self.pools: dict[Hashable, _Pool] = {}
+        self.slots = asyncio.Semaphore(max_origin_connections)
+        self.max_connections = max_connections
         self.evicted = False
+
+    def pool(self, partition: Hashable) -> _Pool:
+        pool = self.pools.get(partition)
+        if pool is None:
+            pool = self.pools[partition] = _Pool(self.max_connections)
+        return pool
+
+    def forget(self, partition: Hashable, pool: _Pool) -> None:
+        """Drop a partition's pool once nothing uses or is kept in it (partitions come and go)."""
+        if pool.users == 0 and not pool.idle and self.pools.get(partition) is pool:
+            del self.pools[partition]
+
+    def close_idle(self) -> None:
+        for pool in self.pools.values():
+            for conn in pool.idle:
+                conn.close()
+            pool.idle.clear()
 
 
 class _Target:
@@ -240,7 +274,9 @@ class DeliveryClient:
         resolver: Name resolution; the system resolver when None.
         ssl_context: A verifying TLS context (tests pass one trusting their CA).
         max_origins: Origins whose connections are kept.
-        max_connections: Connections open at once to one origin.
+        max_connections: Connections open at once to one origin for one partition.
+        max_origin_connections: Connections open at once to one origin in all (at least
+            ``max_connections``; default four times it).
         keepalive_expiry: Seconds an idle connection is kept.
 
     Raises:
@@ -250,7 +286,7 @@ class DeliveryClient:
 
     def __init__(self, policy: OutboundPolicy | None = None, *, resolver: Resolver | None = None,
                  ssl_context: ssl.SSLContext | None = None, max_origins: int = 256, max_connections: int = 32,
-                 keepalive_expiry: float = 4.0) -> None:
+                 max_origin_connections: int | None = None, keepalive_expiry: float = 4.0) -> None:
         self._policy = policy if policy is not None else OutboundPolicy()
         self._rules = AddressRules(self._policy)
         self._backend = GuardedNetworkBackend(self._rules, resolver if resolver is not None else SystemResolver(),
@@ -258,6 +294,8 @@ class DeliveryClient:
         self._ssl_context = strict_ssl_context(ssl_context)
         self._max_origins = max(max_origins, 1)
         self._max_connections = max(max_connections, 1)
+        self._max_origin_connections = max(self._max_connections, max_origin_connections
+                                           if max_origin_connections is not None else 4 * self._max_connections)
         self._keepalive = keepalive_expiry
         self._origins: OrderedDict[tuple[str, str, int], _Origin] = OrderedDict()
         self._targets: dict[str, _Target] = {}
@@ -270,8 +308,12 @@ class DeliveryClient:
         return self._policy
 
     async def post(self, url: str, body: bytes, *, headers: Mapping[str, str], timeout: float | None = None,  # noqa: ASYNC109
-                   max_bytes: int | None = None) -> FetchResult:
+                   max_bytes: int | None = None, partition: Hashable = None) -> FetchResult:
         """POST ``body`` to ``url`` once; the answer whatever its status (as `SafeFetcher.post`).
+
+        ``partition`` (the tenant, say) keeps this POST's connection apart from other
+        partitions' and takes one of that partition's ``max_connections`` slots of the
+        origin; None is one partition like any other.
 
         Raises:
             ValueError: A reserved header was given.
@@ -287,7 +329,7 @@ class DeliveryClient:
             async with asyncio.timeout(deadline):
                 target = self._target(url)
                 request = self._request(target, body, headers)
-                return await self._exchange(target, request, limit, deadline, started)
+                return await self._exchange(target, request, limit, deadline, started, partition=partition)
         except TimeoutError:
             raise FetchError(FetchErrorCode.TIMEOUT, f"request exceeded {deadline:g} s") from None
 
@@ -317,73 +359,78 @@ class DeliveryClient:
         return b"".join(lines)
 
     async def _exchange(self, target: _Target, request: bytes, limit: int, deadline: float,
-                        started: float) -> FetchResult:
+                        started: float, *, partition: Hashable) -> FetchResult:
         key = target.origin
         scheme, host, port = key
         origin = self._origins.get(key)
         if origin is None:
-            origin = self._origins[key] = _Origin(self._max_connections)
+            origin = self._origins[key] = _Origin(self._max_connections, self._max_origin_connections)
             self._evict()
         else:
             self._origins.move_to_end(key)
-        async with origin.slots:
-            origin.in_flight += 1
-            conn = None
-            done = False
-            try:
-                conn = self._idle(origin)
-                if conn is None:
-                    conn = await self._connect(scheme, host, port, deadline)
-                await conn.send(request)
-                status, headers, data, truncated, keep = await self._response(conn, limit)
-                done = keep
-            except _Protocol as exc:
-                raise FetchError(FetchErrorCode.HTTP_ERROR, f"RemoteProtocolError: {exc}") from None
-            finally:
-                origin.in_flight -= 1
-                if conn is not None:
-                    if done and not origin.evicted and conn.reusable():
-                        self._keep(origin, conn)
-                    else:
-                        conn.close()
+        pool = origin.pool(partition)
+        pool.users += 1
+        try:
+            # The partition's share first, then the origin's: a partition at its share
+            # waits on its own semaphore, never holding one of the origin's slots.
+            async with pool.slots, origin.slots:
+                conn = None
+                done = False
+                try:
+                    conn = self._idle(pool)
+                    if conn is None:
+                        conn = await self._connect(scheme, host, port, deadline)
+                    await conn.send(request)
+                    status, headers, data, truncated, keep = await self._response(conn, limit)
+                    done = keep
+                except _Protocol as exc:
+                    raise FetchError(FetchErrorCode.HTTP_ERROR, f"RemoteProtocolError: {exc}") from None
+                finally:
+                    if conn is not None:
+                        if done and not origin.evicted and conn.reusable():
+                            self._keep(origin, partition, pool, conn)
+                        else:
+                            conn.close()
+        finally:
+            pool.users -= 1
+            origin.forget(partition, pool)
         return FetchResult(final_url=target.url, status=status, headers=headers, body=data,
                            redirect_chain=(target.url,), elapsed=time.monotonic() - started, truncated=truncated)
 
-    def _idle(self, origin: _Origin) -> _Conn | None:
+    def _idle(self, pool: _Pool) -> _Conn | None:
         now = time.monotonic()
-        while origin.idle:
-            conn = origin.idle.pop()
+        while pool.idle:
+            conn = pool.idle.pop()
             if conn.reusable() and now - conn.idle_since < self._keepalive and not conn.buffer:
                 return conn
             conn.close()
         return None
 
-    def _keep(self, origin: _Origin, conn: _Conn) -> None:
+    def _keep(self, origin: _Origin, partition: Hashable, pool: _Pool, conn: _Conn) -> None:
         conn.idle_since = time.monotonic()
-        origin.idle.append(conn)
+        pool.idle.append(conn)
         if not conn.timed:  # one expiry timer per connection, not one per request
             conn.timed = True
-            asyncio.get_running_loop().call_later(self._keepalive, self._expire, origin, conn)
+            asyncio.get_running_loop().call_later(self._keepalive, self._expire, origin, partition, pool, conn)
 
-    def _expire(self, origin: _Origin, conn: _Conn) -> None:
+    def _expire(self, origin: _Origin, partition: Hashable, pool: _Pool, conn: _Conn) -> None:
         conn.timed = False
-        if conn not in origin.idle:
+        if conn not in pool.idle:
             return  # in use or closed; kept again, it gets a new timer
         left = conn.idle_since + self._keepalive - time.monotonic()
         if left > 0:  # used and kept again since this timer was set
             conn.timed = True
-            asyncio.get_running_loop().call_later(left, self._expire, origin, conn)
+            asyncio.get_running_loop().call_later(left, self._expire, origin, partition, pool, conn)
             return
-        origin.idle.remove(conn)
+        pool.idle.remove(conn)
         conn.close()
+        origin.forget(partition, pool)
 
     def _evict(self) -> None:
         while len(self._origins) > self._max_origins:
             _, old = self._origins.popitem(last=False)
             old.evicted = True
-            for conn in old.idle:
-                conn.close()
-            old.idle.clear()
+            old.close_idle()
 
     async def _connect(self, scheme: str, host: str, port: int, deadline: float) -> _Conn:
         connect = min(self._policy.connect_timeout, deadline)
@@ -532,9 +579,7 @@ class DeliveryClient:
         origins, self._origins = list(self._origins.values()), OrderedDict()
         for origin in origins:
             origin.evicted = True
-            for conn in origin.idle:
-                conn.close()
-            origin.idle.clear()
+            origin.close_idle()
         await asyncio.sleep(0)  # let the transports close
 
 

@@ -5,6 +5,11 @@ in. `SafeSender` goes through `frontdoor_core.outbound.SafeFetcher` (or the deli
 `frontdoor_webhooks.delivery_client.DeliveryClient`, which keeps the same rules): HTTPS
 only, public addresses only (checked on the address connected to), no redirects, bounded
 time and bytes. Failures without an answer become a `SendError` carrying an `ErrorClass`.
+
+`partitioned` gives an attempt a sender whose connections are its tenant's own: over a
+`DeliveryClient` one tenant's POSTs take at most that client's ``max_connections`` of an
+origin's connections, so a tenant holding a shared webhook host's connections open (a
+slow relay) cannot make another tenant's deliveries to that host wait.
 """
 
 from __future__ import annotations
@@ -15,9 +20,10 @@ from typing import Protocol
 import msgspec
 from frontdoor_core.outbound import FetchError, FetchErrorCode, FetchResult
 
+from .delivery_client import DeliveryClient
 from .delivery_outcome import ErrorClass
 
-__all__ = ["RESPONSE_LIMIT", "Poster", "SafeSender", "SendError", "Sender", "SenderResponse"]
+__all__ = ["RESPONSE_LIMIT", "Poster", "SafeSender", "SendError", "Sender", "SenderResponse", "partitioned"]
 
 RESPONSE_LIMIT = 64 * 1024
 """Most response body bytes kept (enough for a perform webhook's JSON answer)."""
@@ -94,15 +100,40 @@ class Poster(Protocol):
 class SafeSender:
     """`Sender` over `SafeFetcher` or `DeliveryClient`: the production transport."""
 
-    def __init__(self, fetcher: Poster) -> None:
-        """Wrap a fetcher (its policy decides HTTPS, loopback and allowlist rules)."""
+    __slots__ = ("_client", "_fetcher", "_partition")
+
+    def __init__(self, fetcher: Poster, *, partition: str | None = None) -> None:
+        """Wrap a fetcher (its policy decides HTTPS, loopback and allowlist rules).
+
+        ``partition`` (a tenant ID): over a `DeliveryClient`, the connections this sender's
+        POSTs use are that partition's (see `partitioned`); ignored by other fetchers.
+        """
         self._fetcher = fetcher
+        self._client = fetcher if isinstance(fetcher, DeliveryClient) else None
+        self._partition = partition
+
+    def partitioned(self, partition: str) -> SafeSender:
+        """This sender over the same fetcher, its POSTs in ``partition``."""
+        return SafeSender(self._fetcher, partition=partition)
 
     async def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> SenderResponse:  # noqa: ASYNC109
         """See `Sender.post`."""
         try:
-            result = await self._fetcher.post(url, body, headers=headers, timeout=timeout, max_bytes=RESPONSE_LIMIT)
+            if self._client is not None:
+                result = await self._client.post(url, body, headers=headers, timeout=timeout,
+                                                 max_bytes=RESPONSE_LIMIT, partition=self._partition)
+            else:
+                result = await self._fetcher.post(url, body, headers=headers, timeout=timeout,
+                                                  max_bytes=RESPONSE_LIMIT)
         except FetchError as exc:
             raise SendError(_ERROR_CLASSES.get(exc.code, ErrorClass.INVALID_RESPONSE), exc.message) from None
         return SenderResponse(status=result.status, headers=result.headers, body=result.body,
                               truncated=result.truncated)
+
+
+def partitioned(sender: Sender, partition: str) -> Sender:
+    """``sender`` with its POSTs in ``partition`` (the tenant) when it is a `SafeSender`; else itself.
+
+    The deliverer and the ledger send each attempt through ``partitioned(sender, tenant_id)``.
+    """
+    return sender.partitioned(partition) if isinstance(sender, SafeSender) else sender

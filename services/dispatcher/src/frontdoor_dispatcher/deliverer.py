@@ -19,6 +19,8 @@
    from the attempt's start until its POST is answered; recording it does not hold it); a
    claim waiting for its endpoint's turn has its lease renewed before it is sent if less
    than a whole attempt is left of it, so no lease ends while its message is being sent.
+   Each attempt's POST goes over its tenant's own connections (`partitioned`): one tenant
+   takes at most ``max_connections`` of a shared webhook host's, never all of them.
 
 Several deliverers (replicas) take different rows; the ledger's fast path claims its
 perform message the same way, so one process sends a given attempt. A deliverer killed
@@ -52,7 +54,7 @@ from frontdoor_webhooks.delivery import ClaimedMessage, Throttle, deliver
 from frontdoor_webhooks.delivery_policy import DeliveryPolicy
 from frontdoor_webhooks.messages import NOTIFY_CHANNEL
 from frontdoor_webhooks.rate_windows import PgThrottle
-from frontdoor_webhooks.sender import Sender, SenderResponse
+from frontdoor_webhooks.sender import Sender, SenderResponse, partitioned
 
 from .deliverer_metrics import CLAIM_DELAY, HELD
 from .lanes import Lanes
@@ -216,7 +218,7 @@ class Deliverer:
                 if renewed is None:
                     return  # the lease ended and another process took the message
                 claimed = renewed
-            await self._send(claimed, _TurnSender(self._sender, turn))
+            await self._send(claimed, _TurnSender(partitioned(self._sender, claimed.tenant_id), turn))
         except Exception as exc:  # the lease ends and the message is claimed again
             _log.error("webhook_delivery_error", message_id=claimed.id, error=type(exc).__name__)
         finally:

@@ -36,7 +36,7 @@ from frontdoor_webhooks.delivery_policy import DeliveryPolicy
 from frontdoor_webhooks.endpoint_secrets import signing_secrets
 from frontdoor_webhooks.endpoints import get_endpoint
 from frontdoor_webhooks.rate_windows import PgThrottle
-from frontdoor_webhooks.sender import SafeSender, SendError
+from frontdoor_webhooks.sender import SafeSender, SendError, partitioned
 from frontdoor_webhooks.signing import webhook_headers
 
 if TYPE_CHECKING:
@@ -88,7 +88,8 @@ class Performer:
     async def _attempt(self, tenant_id: str, message_id: str, settled: list[Operation]) -> Any:
         ctx = self._ctx
         try:
-            return await perform_message(ctx.pool, ctx.runtime.redis, message_id, sender=self._sender, kek=self._kek,
+            return await perform_message(ctx.pool, ctx.runtime.redis, message_id,
+                                         sender=partitioned(self._sender, tenant_id), kek=self._kek,
                                          clock=ctx.runtime.clock, policy=self._policy, tenant_id=tenant_id,
                                          on_settled=self._wake, throttle=self._throttle, settled=settled)
         except Exception:  # the deliverer retries; the record is in PostgreSQL
@@ -175,7 +176,7 @@ class Performer:
         body = msgspec.json.encode({"type": "operation.reprice", "timestamp": now.isoformat(), "data": data})
         headers = webhook_headers(keys, "msg_reprice_" + secrets.token_hex(12), int(now.timestamp()), body)
         try:
-            answer = await self._sender.post(endpoint.url, body, headers, _REPRICE_TIMEOUT)
+            answer = await partitioned(self._sender, tenant_id).post(endpoint.url, body, headers, _REPRICE_TIMEOUT)
             quoted = msgspec.json.decode(answer.body) if 200 <= answer.status < 300 else None
         except (SendError, msgspec.DecodeError):
             quoted = None
