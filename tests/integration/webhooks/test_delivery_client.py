@@ -365,6 +365,75 @@ async def test_idle_connections_expire_and_a_closed_one_is_not_reused(plain: Kee
     assert plain.connections == 3 and len(plain.requests) == 6
 
 
+class ChattyServer(KeepAliveServer):
+    """Answers, then (once told) writes unasked bytes on the idle connection; sees the client close it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
+        self.unasked = 0
+        self.extra = b""  # written right after the answer (past its end)
+        self.writers: list[asyncio.StreamWriter] = []
+        self.eof = asyncio.Event()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        self.writers.append(writer)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                self.requests.append(head + await reader.readexactly(length))
+                writer.write(self.answer + self.extra)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            self.closed += 1
+            self.eof.set()
+            writer.close()
+
+    async def send_unasked(self, data: bytes) -> None:
+        writer = self.writers[-1]
+        writer.write(data)
+        await writer.drain()
+        self.unasked += len(data)
+
+
+async def test_an_idle_connection_that_receives_a_byte_is_closed_at_once_and_never_reused() -> None:
+    async with ChattyServer() as chatty:
+        client = _dev_client(keepalive_expiry=30.0)  # the expiry plays no part
+        try:
+            assert (await client.post(chatty.url(), b"{}", headers={})).status == 200
+            await chatty.send_unasked(b"x" * 200_000)  # not one byte was asked for
+            await asyncio.wait_for(chatty.eof.wait(), 5.0)  # the client closed it, long before its expiry
+            assert chatty.closed == 1
+            kept = [conn for origin in client._origins.values() for pool in origin.pools.values()
+                    for conn in pool.idle]
+            assert all(not conn.buffer for conn in kept)  # nothing of it was stored
+            answer = await client.post(chatty.url(), b"{}", headers={})
+            assert (answer.status, answer.body) == (200, b"{}")
+            assert chatty.connections == 2  # a new connection, the closed one never reused
+        finally:
+            await client.aclose()
+
+
+async def test_bytes_past_the_end_of_an_answer_mean_the_connection_is_not_kept() -> None:
+    async with ChattyServer() as chatty:
+        chatty.extra = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfalse"  # an unasked second answer
+        client = _dev_client(keepalive_expiry=30.0)
+        try:
+            assert (await client.post(chatty.url(), b"{}", headers={})).body == b"{}"
+            await asyncio.wait_for(chatty.eof.wait(), 5.0)
+            chatty.extra = b""
+            assert (await client.post(chatty.url(), b"{}", headers={})).body == b"{}"  # never "false"
+        finally:
+            await client.aclose()
+
+    assert chatty.connections == 2
+
+
 async def test_origins_get_their_own_connections_and_the_oldest_is_closed(plain: KeepAliveServer) -> None:
     async with KeepAliveServer() as other:
         client = _dev_client(max_origins=1)

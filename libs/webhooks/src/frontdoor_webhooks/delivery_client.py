@@ -34,8 +34,9 @@ open at once for one partition of an origin and ``max_origin_connections`` (high
 the whole origin, so one tenant can never take every connection to a shared webhook host
 (a relay answering slowly, say) and make another tenant's deliveries wait out their
 deadline for a slot. Without a partition every POST shares one, as one pool per origin
-did. An idle one is closed after ``keepalive_expiry`` seconds, or
-as soon as the server closes it; at most ``max_origins`` origins are kept (the least
+did. An idle one is closed after ``keepalive_expiry`` seconds, as soon as the server
+closes it, or as soon as any byte arrives on it (nothing was asked: the bytes are dropped,
+never buffered, and the connection never reused); at most ``max_origins`` origins are kept (the least
 recently used is closed). A connection whose answer was not read to its end (cut, a
 content coding, a timeout, an error) is closed, never reused.
 
@@ -91,6 +92,7 @@ class _Conn(asyncio.Protocol):
         self.closed = False
         self.error: BaseException | None = None
         self.idle_since = 0.0
+        self.idle = False  # kept, waiting for a request: any byte now closes it
         self.timed = False
         self._waiter: asyncio.Future[None] | None = None
         self._paused = False
@@ -102,6 +104,12 @@ class _Conn(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
+        if self.idle:
+            # Nothing was asked: the bytes are never kept (a server could otherwise pin up
+            # to the read high water per idle socket until its expiry) and the connection
+            # is closed at once, never reused.
+            self.close()
+            return
         self.buffer += data
         if len(self.buffer) > _READ_HIGH_WATER and self.transport is not None and not self._paused:
             self._paused = True
@@ -401,12 +409,17 @@ class DeliveryClient:
         now = time.monotonic()
         while pool.idle:
             conn = pool.idle.pop()
+            conn.idle = False
             if conn.reusable() and now - conn.idle_since < self._keepalive and not conn.buffer:
                 return conn
             conn.close()
         return None
 
     def _keep(self, origin: _Origin, partition: Hashable, pool: _Pool, conn: _Conn) -> None:
+        if conn.buffer:  # bytes past the answer's end: not a connection to reuse
+            conn.close()
+            return
+        conn.idle = True
         conn.idle_since = time.monotonic()
         pool.idle.append(conn)
         if not conn.timed:  # one expiry timer per connection, not one per request
