@@ -30,6 +30,7 @@ minute per process); signatures: three verifies and one signing.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from frontdoor_identity import get_agent_policy, is_allowed, record_seen
@@ -39,6 +40,7 @@ from frontdoor_protocol.session_assertion import verify_session_assertion
 from . import session_store
 from .client_auth import verify_with_refresh
 from .new_session_admission import Admission
+from .session_retention import renewable
 from .token_binding import bind_token
 from .token_endpoint import SKEW, GrantDeps, GrantOutcome, GrantRefused, OneTimeValue, TenantIssuer
 from .token_request import JWT_BEARER, TokenRequest
@@ -56,9 +58,11 @@ class SessionGrant:
 
     grant_type = JWT_BEARER
 
-    def __init__(self, deps: GrantDeps, *, admission: Admission | None = None) -> None:
+    def __init__(self, deps: GrantDeps, *, admission: Admission | None = None,
+                 idle_lifetime: timedelta = timedelta(days=90)) -> None:
         self._deps = deps
         self._admission = admission
+        self._idle_lifetime = idle_lifetime
 
     async def issue(self, tenant: TenantIssuer, req: TokenRequest) -> GrantOutcome:
         """Run the grant.
@@ -105,7 +109,9 @@ class SessionGrant:
                 if not is_allowed(policy, client_id):
                     raise _refused_agent()
                 session = await session_store.find_session(conn, tenant.tenant_id, req.session_id)
-                if (session is None or not session.live or session.client_id != client_id
+                if (session is None or session.client_id != client_id
+                        or not renewable(last_used_at=session.last_used_at, ended_at=session.ended_at, now=now_dt,
+                                         idle_lifetime=self._idle_lifetime)
                         or session.user_id != assertion.user_id):
                     raise ProtocolError("invalid_session", "The session_id does not name a live Session of this user.")
                 await session_store.touch_session(conn, tenant.tenant_id, session.id, now=now_dt)

@@ -118,7 +118,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
                                      ttl=settings.billing_standing_cache,
                                      retry_after=max(1, int(settings.billing_sessions_retry_after.total_seconds())))
         app.state.session_admission = admission
-        grant = SessionGrant(deps, admission=admission.refused)
+        grant = SessionGrant(deps, admission=admission.refused, idle_lifetime=settings.session_retention)
         device_store = DeviceStore(rt.redis, clock=rt.clock)
         app.state.ctx = IssuerContext(runtime=rt, keys=keys, grant=grant, directory=directory,
                                       devices=device_store, kek=Kek.from_env_value(settings.kek),

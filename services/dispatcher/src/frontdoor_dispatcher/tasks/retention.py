@@ -5,15 +5,19 @@ month and the next three, and drops the months ended longer ago than
 ``FRONTDOOR_WEBHOOK_ATTEMPTS_RETENTION`` (``frontdoor_webhooks.attempt_partitions``).
 ``frontdoor.retention.audit`` (hourly): audit log entries older than
 ``FRONTDOOR_AUDIT_RETENTION`` are deleted in chunks within a time budget
-(``frontdoor_tenancy.audit_retention``). Session events and outbox events are pruned by the
+(``frontdoor_tenancy.audit_retention``). ``frontdoor.retention.sessions`` (hourly): Sessions
+inactive and sign-in attempts ended longer ago than ``FRONTDOOR_SESSION_RETENTION``, once the
+agent funnel rolled up their days, likewise (``frontdoor_sessions.session_retention``, ADR 0007).
+Session events and outbox events are pruned by the
 existing ``frontdoor.events.prune_forwarded``; webhook messages by ``frontdoor.webhooks.prune``.
-Both tasks are safe to run twice at once or after a crash.
+Every task is safe to run twice at once or after a crash.
 """
 
 from __future__ import annotations
 
 import structlog
 from frontdoor_core.clock import utc_now
+from frontdoor_sessions.session_retention import prune_sessions, prune_sign_in_attempts
 from frontdoor_tenancy.audit_retention import prune_audit
 from frontdoor_webhooks.attempt_partitions import maintain
 
@@ -22,6 +26,7 @@ from ..worker_runtime import run, runtime
 
 _log = structlog.get_logger("frontdoor.dispatcher")
 _AUDIT_BUDGET_S = 50.0
+_SESSIONS_BUDGET_S = 25.0  # each table: 50 s a run together, like the audit prune
 
 
 async def _partitions() -> tuple[list[str], list[str], int]:
@@ -52,3 +57,20 @@ def audit() -> int:
     if count:
         _log.info("audit_log_pruned", count=count)
     return count
+
+
+async def _sessions() -> tuple[int, int]:
+    rt = await runtime(_settings)
+    now = utc_now()
+    sessions = await prune_sessions(rt.pool, now, _settings.session_retention, budget_s=_SESSIONS_BUDGET_S)
+    attempts = await prune_sign_in_attempts(rt.pool, now, _settings.session_retention, budget_s=_SESSIONS_BUDGET_S)
+    return sessions, attempts
+
+
+@app.task(name="frontdoor.retention.sessions", ignore_result=True)
+def sessions() -> int:
+    """Delete Sessions and sign-in attempts past retention, oldest first, in chunks."""
+    n_sessions, n_attempts = run(_sessions())
+    if n_sessions or n_attempts:
+        _log.info("sessions_pruned", sessions=n_sessions, sign_in_attempts=n_attempts)
+    return n_sessions + n_attempts
