@@ -5,13 +5,13 @@ back what it had not started."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Hashable, Mapping
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
 import httpx
-from frontdoor_core.outbound import SafeFetcher
+from frontdoor_core.outbound import FetchResult, OutboundPolicy, SafeFetcher
 from frontdoor_core.runtime import Runtime
 from frontdoor_dispatcher.deliverer import Deliverer
 from frontdoor_dispatcher.lanes import Lanes
@@ -19,6 +19,7 @@ from frontdoor_tenancy.credentials import Kek
 from frontdoor_webhooks import DeliveryPolicy, RetryPolicy
 from frontdoor_webhooks.claims import Candidate, claim_due, extend_lease, release_claims
 from frontdoor_webhooks.delivered_batch import DeliveredBatch
+from frontdoor_webhooks.delivery_client import DeliveryClient
 from frontdoor_webhooks.messages import enqueue_message
 from frontdoor_webhooks.sender import SafeSender
 from litestar.testing import AsyncTestClient
@@ -341,3 +342,38 @@ async def test_stopping_hands_back_claims_it_had_not_started(
     handed_back = [r for r in rows if r["id"] not in done]
     assert handed_back and all(r["state"] == "pending" and r["attempts"] == 0 and r["locked_until"] is None
                                for r in handed_back)
+
+
+class _PartitionRecorder(DeliveryClient):
+    """A `DeliveryClient` that answers 204 itself and records each POST's partition."""
+
+    def __init__(self) -> None:
+        super().__init__(OutboundPolicy())
+        self.partitions: dict[str, object] = {}
+
+    async def post(self, url: str, body: bytes, *, headers: Mapping[str, str], timeout: float | None = None,
+                   max_bytes: int | None = None, partition: Hashable = None) -> FetchResult:
+        self.partitions[headers["webhook-id"]] = partition
+        return FetchResult(final_url=url, status=204, headers={}, body=b"", redirect_chain=(url,), elapsed=0.0)
+
+
+async def test_each_attempt_is_sent_in_its_tenants_partition_of_the_connections(
+        console: AsyncTestClient[Any], runtime: Runtime, web: MockWeb, kek_value: str) -> None:
+    from tests.integration.conftest import sign_up
+
+    first, second = await sign_up(console), await sign_up(console)
+    ep1 = await endpoint(console, first, web, [])
+    ep2 = await endpoint(console, second, web, [])
+    client = _PartitionRecorder()
+    deliverer = Deliverer(runtime.settings.database_url, runtime.pool, sender=SafeSender(client),
+                          kek=Kek.from_env_value(kek_value), policy=POLICY, clock=runtime.clock, idle_wake=30.0)
+    async with running(deliverer):
+        ids1 = await enqueue(runtime, first.id, ep1, 3)
+        ids2 = await enqueue(runtime, second.id, ep2, 2)
+
+        async def all_sent() -> None:
+            assert sorted(client.partitions) == sorted(ids1 + ids2)
+
+        await eventually(all_sent, timeout=10.0)
+    # A shared webhook host's connections are split by tenant (DeliveryClient's partitions).
+    assert client.partitions == {**dict.fromkeys(ids1, first.id), **dict.fromkeys(ids2, second.id)}
