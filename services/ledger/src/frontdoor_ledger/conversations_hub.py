@@ -36,7 +36,7 @@ from frontdoor_webhooks.delivery_policy import DeliveryPolicy
 from frontdoor_webhooks.endpoint_secrets import signing_secrets
 from frontdoor_webhooks.endpoints import get_endpoint
 from frontdoor_webhooks.rate_windows import PgThrottle
-from frontdoor_webhooks.sender import SafeSender, SendError
+from frontdoor_webhooks.sender import SafeSender, SendError, partitioned
 from frontdoor_webhooks.signing import webhook_headers
 
 if TYPE_CHECKING:
@@ -89,7 +89,8 @@ class ConversationsHub:
     async def _attempt(self, tenant_id: str, message_id: str) -> Any:
         ctx = self._ctx
         try:
-            return await deliver(ctx.pool, message_id, sender=self._sender, kek=self._kek, clock=ctx.runtime.clock,
+            return await deliver(ctx.pool, message_id, sender=partitioned(self._sender, tenant_id), kek=self._kek,
+                                 clock=ctx.runtime.clock,
                                  policy=self._policy, tenant_id=tenant_id, throttle=self._throttle)
         except Exception:  # the relay retries; the message is in PostgreSQL
             _log.exception("conversation_delivery_failed", message_id=message_id)
@@ -107,7 +108,8 @@ class ConversationsHub:
             await self._take_turn(endpoint_id, endpoint.rate_limit_per_second)
         body = relay_body(data, now)
         headers = webhook_headers(secrets, relay_message_id(str(data["event_id"])), int(now.timestamp()), body)
-        answer = await self._sender.post(endpoint.url, body, headers, self._policy.timeout.total_seconds())
+        answer = await partitioned(self._sender, tenant_id).post(endpoint.url, body, headers,
+                                                                 self._policy.timeout.total_seconds())
         return read_answer(answer.status, answer.body, truncated=answer.truncated)
 
     async def _take_turn(self, endpoint_id: str, per_second: int) -> None:
