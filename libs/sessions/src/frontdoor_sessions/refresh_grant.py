@@ -30,7 +30,7 @@ A 0.2 family is refused (``invalid_grant``) by a tenant that no longer serves 0.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -50,6 +50,7 @@ from .access_token_response import (
 )
 from .account_tokens import AccountTokenRecord, find_account_token, insert_account_token, mark_replaced
 from .introspection_cache import publish_current_head
+from .session_retention import renewable
 from .session_store import SessionRecord
 from .sign_in import sign_in_session_or_refuse
 from .token_binding import bind_token
@@ -76,8 +77,9 @@ class RefreshGrant:
 
     grant_type = REFRESH_TOKEN
 
-    def __init__(self, deps: GrantDeps) -> None:
+    def __init__(self, deps: GrantDeps, *, idle_lifetime: timedelta = timedelta(days=90)) -> None:
         self._deps = deps
+        self._idle_lifetime = idle_lifetime
 
     async def issue(self, tenant: TenantIssuer, req: TokenRequest) -> GrantOutcome:
         """Run the grant; see the module docstring.
@@ -202,8 +204,9 @@ class RefreshGrant:
         user_id = record.user_id or ""
         if req.session_id is not None:
             found = await session_store.find_session(conn, tenant.tenant_id, req.session_id)
-            if (found is None or not found.live or found.client_id != client_id
-                    or found.user_id != user_id):
+            if (found is None or found.client_id != client_id or found.user_id != user_id
+                    or not renewable(last_used_at=found.last_used_at, ended_at=found.ended_at, now=now,
+                                     idle_lifetime=self._idle_lifetime)):
                 raise ProtocolError("invalid_session", "The session_id does not name a live Session of this user.")
             session = found
         else:

@@ -125,7 +125,8 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
                                       fetcher=the_fetcher)
         # One grant per type; the token endpoint dispatches on grant_type.
         code_store = AuthorizationCodeStore(rt.redis, clock=rt.clock)
-        app.state.grants = {g.grant_type: g for g in (grant, DeviceCodeGrant(deps, device_store), RefreshGrant(deps),
+        refresh = RefreshGrant(deps, idle_lifetime=settings.session_retention)
+        app.state.grants = {g.grant_type: g for g in (grant, DeviceCodeGrant(deps, device_store), refresh,
                                                       AuthorizationCodeGrant(deps, code_store))}
         app.state.authorization_codes = code_store
         app.state.device_store = device_store
