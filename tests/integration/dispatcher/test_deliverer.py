@@ -357,6 +357,17 @@ class _PartitionRecorder(DeliveryClient):
         return FetchResult(final_url=url, status=204, headers={}, body=b"", redirect_chain=(url,), elapsed=0.0)
 
 
+class _TenantsLanes(Lanes):
+    """Claims only these tenants' messages (the database is shared with other tests)."""
+
+    def __init__(self, tenants: set[str]) -> None:
+        super().__init__()
+        self.tenants = tenants
+
+    def choose(self, found: list[Candidate]) -> list[Candidate]:
+        return super().choose([c for c in found if c.tenant_id in self.tenants])
+
+
 async def test_each_attempt_is_sent_in_its_tenants_partition_of_the_connections(
         console: AsyncTestClient[Any], runtime: Runtime, web: MockWeb, kek_value: str) -> None:
     from tests.integration.conftest import sign_up
@@ -366,7 +377,8 @@ async def test_each_attempt_is_sent_in_its_tenants_partition_of_the_connections(
     ep2 = await endpoint(console, second, web, [])
     client = _PartitionRecorder()
     deliverer = Deliverer(runtime.settings.database_url, runtime.pool, sender=SafeSender(client),
-                          kek=Kek.from_env_value(kek_value), policy=POLICY, clock=runtime.clock, idle_wake=30.0)
+                          kek=Kek.from_env_value(kek_value), policy=POLICY, clock=runtime.clock, idle_wake=30.0,
+                          lanes=_TenantsLanes({first.id, second.id}))
     async with running(deliverer):
         ids1 = await enqueue(runtime, first.id, ep1, 3)
         ids2 = await enqueue(runtime, second.id, ep2, 2)
