@@ -358,6 +358,11 @@ async def test_two_tenant_walk_of_every_dashboard_route(
         if not any("GET" in h.http_methods for h in route.route_handlers) or route.path in (
                 "/login", "/signup", "/scan/{domain:str}"):
             continue
+        # The inbox's own event stream holds the connection open (tenant A's inbox, for minutes):
+        # tested on its own in test_conversation_stream.py. A conversation's stream is walked
+        # (B's conversation in the URL: 404 before any streaming).
+        if route.path == "/conversations/stream":
+            continue
         path = re.sub(r"\{(\w+):\w+\}", lambda m: params.get(m.group(1), "block"), route.path)
         r = await console.get(path, params=query)
         walked.append(route.path)
