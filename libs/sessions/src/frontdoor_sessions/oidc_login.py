@@ -55,6 +55,7 @@ from .oidc_provider import ProviderMetadata, ProviderUnavailable, discover, prov
 
 __all__ = [
     "STATE_TTL",
+    "TEST_FLOW_PREFIX",
     "CredentialsCheck",
     "CredentialsVerdict",
     "OidcAccount",
@@ -64,6 +65,7 @@ __all__ = [
     "account_id_from_claims",
     "check_client_credentials",
     "finish_oidc_login",
+    "is_test_state",
     "start_oidc_login",
 ]
 
@@ -201,6 +203,25 @@ async def _take_pending(redis: aioredis.Redis, tenant_id: str, state: str) -> _P
     except Exception:
         raise _unavailable() from None
     return None if raw is None else msgspec.json.decode(raw, type=_Pending)
+
+
+TEST_FLOW_PREFIX: Final = "console-test:"
+"""The ``flow_id`` prefix of the dashboard's test sign-in: the console's session, no sign-in flow."""
+
+
+async def is_test_state(redis: aioredis.Redis, tenant_id: str, state: str) -> bool:
+    """Whether ``state`` is a pending request of the dashboard's test sign-in (read, not used up).
+
+    The issuer's ``/oidc/callback`` hands such an answer to the console, which finishes it
+    with `finish_oidc_login` bound to the admin's console session.
+    """
+    if not state or len(state) > 512:
+        return False
+    try:
+        raw = await redis.get(_state_key(tenant_id, state))
+        return raw is not None and msgspec.json.decode(raw, type=_Pending).flow_id.startswith(TEST_FLOW_PREFIX)
+    except Exception:
+        return False
 
 
 async def finish_oidc_login(pool: asyncpg.Pool, kek: Kek, login: LoginConnection, *, tenant_id: str,

@@ -10,13 +10,23 @@ between is a conflict, not a silent overwrite). Rotation asks for confirmation.
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from typing import Annotated, Any
 
 import msgspec
 from frontdoor_core.db import transaction
 from frontdoor_core.errors import Conflict, Invalid, NotFound
-from frontdoor_sessions.oidc_login import CredentialsVerdict, check_client_credentials
+from frontdoor_sessions.oidc_login import (
+    TEST_FLOW_PREFIX,
+    CredentialsVerdict,
+    OidcFailure,
+    OidcLoginDenied,
+    OidcLoginFailed,
+    check_client_credentials,
+    finish_oidc_login,
+    start_oidc_login,
+)
 from frontdoor_sessions.oidc_provider import ProviderProblem, ProviderUnavailable, check_provider
 from frontdoor_tenancy import audit, issuer_settings, oidc_client_key, oidc_connection, signing_keys
 from frontdoor_tenancy.issuer_settings import IssuerSettings, LoginConnection, ProtocolSettings, SignInType
@@ -248,6 +258,92 @@ async def login_test(console: Console, state: State) -> Response[Any]:
                        error="Discovery and keys are fine, but the client credentials could not be confirmed.")
 
 
+def _test_flow(console: Console) -> str:
+    """The test sign-in's ``flow_id``: bound to this admin's console session (its state is single-use)."""
+    return TEST_FLOW_PREFIX + hashlib.sha256(console.session.session_id.encode()).hexdigest()
+
+
+@post("/settings/login/test-sign-in")
+async def login_test_sign_in(console: Console, state: State) -> Response[Any]:
+    """"Sign in to test": the authorization code flow (PKCE, state, nonce) against the saved oidc connection,
+    marked as a test; the IdP answers at the issuer's ``/oidc/callback``, which hands it to `login_test_result`."""
+    console.require("write")
+    ctx = ctx_of(state)
+    async with ctx.pool.acquire() as conn:
+        login = (await issuer_settings.get_settings(conn, console.tenant.id)).settings.login
+    if login is None or login.type != "oidc" or login.issuer is None:
+        return await _page(console, state, error="Save an OpenID Connect login connection first.", status_code=409)
+    try:
+        url = await start_oidc_login(login, tenant_id=console.tenant.id, flow_id=_test_flow(console),
+                                     redirect_uri=f"{ctx.issuer_url(console.tenant.slug)}/oidc/callback",
+                                     fetcher=ctx.fetcher, redis=ctx.redis)
+    except ProviderUnavailable as exc:
+        why = _PROVIDER_PROBLEMS[exc.problem].format(issuer=login.issuer.rstrip("/"))
+        return await _page(console, state, errors={"login.issuer": why}, error="The identity provider cannot be used.",
+                           status_code=422)
+    return Redirect(url, status_code=303)
+
+
+_TEST_FAILURES = {
+    OidcFailure.UNKNOWN_STATE: "This test answer is unknown: it was used already, expired (10 minutes), or was "
+                               "never started here. Start the test again from the settings page.",
+    OidcFailure.OTHER_BROWSER: "This test was started from another console session. Start it again from this one.",
+    OidcFailure.CONNECTION_CHANGED: "The login connection changed since the test started. Start it again.",
+    OidcFailure.ISSUER: "The answer's iss is not your IdP's issuer (RFC 9207): check the issuer URL.",
+    OidcFailure.NO_CODE: "The IdP sent no authorization code.",
+    OidcFailure.INVALID_CLIENT: "client ID or secret rejected by the IdP (invalid_client) when redeeming the code.",
+    OidcFailure.PROVIDER_DOWN: "The IdP did not answer as expected at its token endpoint or JWKS.",
+    OidcFailure.USERINFO: "The IdP's userinfo endpoint did not answer with the same user.",
+}
+
+
+@get("/settings/login/test-result")
+async def login_test_result(console: Console, state: State, request: Request[Any, Any, Any]) -> Template:
+    """The IdP's answer to the test sign-in, handed on by the issuer's callback: finished like a sign-in (one-use
+    state bound to this console session, PKCE, ID token checks), then shown; audited ``oidc_connection.tested``."""
+    console.require("write")
+    ctx = ctx_of(state)
+    callback = f"{ctx.issuer_url(console.tenant.slug)}/oidc/callback"
+    async with ctx.pool.acquire() as conn:
+        login = (await issuer_settings.get_settings(conn, console.tenant.id)).settings.login
+    query = request.query_params
+    params = {name: str(query[name])[:4096] for name in ("code", "state", "iss", "error") if name in query}
+    claim, account, problem, result = "", "", "", "ok"
+    if login is None or login.type != "oidc":
+        problem, result = "Save an OpenID Connect login connection first.", "no_connection"
+    else:
+        claim = login.account_claim
+        try:
+            vouched = await finish_oidc_login(ctx.pool, ctx.kek, login, tenant_id=console.tenant.id, params=params,
+                                              flow_id=_test_flow(console), redirect_uri=callback,
+                                              now=int(ctx.now().timestamp()), fetcher=ctx.fetcher, redis=ctx.redis)
+            account = vouched.account_id
+        except OidcLoginDenied as exc:
+            result = f"idp_error:{exc.error}"
+            problem = f"Your IdP answered error={exc.error}."
+            if exc.error in ("invalid_request", "invalid_redirect_uri", "unauthorized_client"):
+                problem += f" If it is about the redirect URI, register this redirect URI at your IdP: {callback}"
+        except OidcLoginFailed as exc:
+            result = str(exc.reason) + (f":{exc.check}" if exc.check else "")
+            if exc.reason is OidcFailure.TOKEN_REFUSED:
+                problem = ("The IdP refused to redeem the code (invalid_grant: used, expired, or a redirect URI "
+                           f"mismatch). Register this redirect URI at your IdP: {callback}")
+            elif exc.reason is OidcFailure.ID_TOKEN:
+                problem = f"The IdP's ID token failed a check: {exc.check}."
+            elif exc.reason is OidcFailure.NO_ACCOUNT:
+                problem = (f"The ID token has no usable {claim} claim"
+                           + (" (email needs email_verified: true)." if claim == "email" else "."))
+            else:
+                problem = _TEST_FAILURES.get(exc.reason, "The test sign-in could not be completed.")
+    if result not in ("no_connection",) and not result.startswith(("unknown_state", "other_browser")):
+        async with transaction(ctx.pool) as conn:
+            await audit.record(conn, console.actor, "oidc_connection.tested", target_type="tenant",
+                               target_id=console.tenant.id, details={"result": result, "via": "dashboard"})
+    return console.page("login_test_result.html", nav="settings", ok=not problem, claim=claim, account=account,
+                        problem=problem, callback=callback,
+                        status_code=200 if not problem else 404 if result == "no_connection" else 422)
+
+
 class RotateForm(msgspec.Struct, frozen=True, kw_only=True):
     compromised: str = ""
     confirm: str = ""
@@ -338,5 +434,5 @@ async def client_key_rotate(data: Annotated[RotateForm, FORM], console: Console,
                     status_code=303)
 
 
-routes: list[Any] = [settings_page, settings_save, login_test, rotate_confirm, rotate, client_key_rotate_confirm,
+routes: list[Any] = [settings_page, settings_save, login_test, login_test_sign_in, login_test_result, rotate_confirm, rotate, client_key_rotate_confirm,
                      client_key_rotate]

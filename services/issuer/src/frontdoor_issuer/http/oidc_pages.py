@@ -11,15 +11,27 @@ agent: a Device flow's user code is denied (the agent's next poll gets ``access_
 PAP §4.6, RFC 8628 §3.5) and the user sees a page saying so; a Direct flow redirects to the
 agent's ``redirect_uri`` with ``error=access_denied``, ``state`` and ``iss`` (PAP §4.5,
 RFC 6749 §4.1.2.1). An answer that fails a check is only shown, never forwarded.
+
+An answer to the dashboard's test sign-in (its pending ``state`` marked as a test,
+`is_test_state`) is not a sign-in: it goes on, unchanged, to the console's
+``/settings/login/test-result``, which finishes it bound to the admin's console session
+and signs nobody in. The company so registers one redirect URI only.
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 import structlog
 from frontdoor_core.errors import Unavailable
-from frontdoor_sessions.oidc_login import OidcFailure, OidcLoginDenied, OidcLoginFailed, finish_oidc_login
+from frontdoor_sessions.oidc_login import (
+    OidcFailure,
+    OidcLoginDenied,
+    OidcLoginFailed,
+    finish_oidc_login,
+    is_test_state,
+)
 from litestar import Request, Response, get
 from litestar.datastructures import State
 from litestar.params import FromPath
@@ -51,14 +63,18 @@ async def oidc_callback(slug: FromPath[str], request: Request[Any, Any, Any], st
     if tenant is None:
         return not_found()
     login = tenant.settings.login
+    query = request.query_params
+    params = {name: str(query[name])[:4096] for name in _PARAMETERS if name in query}
+    if login is not None and login.type == "oidc" and await is_test_state(ctx.redis, tenant.tenant_id,
+                                                                           params.get("state", "")):
+        return Redirect(f"{ctx.settings.console_base_url}/settings/login/test-result?{urlencode(params)}",
+                        status_code=303, headers=PAGE_HEADERS)
     flows = FlowStore(ctx.redis)
     flow_id = request.cookies.get(FLOW_COOKIE)
     flow = await flows.get(flow_id)
     if (flow is None or flow_id is None or flow.tenant_id != tenant.tenant_id or login is None
             or login.type != "oidc"):
         return message(tenant, state, "This sign-in has expired", "Start again from your assistant.", 400)
-    query = request.query_params
-    params = {name: str(query[name])[:4096] for name in _PARAMETERS if name in query}
     try:
         vouched = await finish_oidc_login(ctx.pool, ctx.kek, login, tenant_id=tenant.tenant_id, params=params,
                                           flow_id=flow_id, redirect_uri=oidc_redirect_uri(tenant),
