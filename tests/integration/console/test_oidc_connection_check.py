@@ -237,3 +237,14 @@ async def test_only_admins_and_owners_start_it(dashboard: AsyncTestClient[Any], 
     r = await dashboard.post("/settings/login/test-sign-in", data={"_csrf_token": csrf}, follow_redirects=False)
     assert r.status_code == 403
     assert (await dashboard.get("/settings/login/test-result?state=x&code=y")).status_code == 403
+
+
+async def test_an_id_token_that_fails_a_check_is_named(dashboard: AsyncTestClient[Any], issuer: AsyncTestClient[Any],
+                                                       idp: OpenIdProvider, internet: IdpInternet, db: Any) -> None:
+    tenant, _, location = await _start(dashboard, idp)
+    answer = await login_at_idp(location, login="ada", stop_at=f"{tenant.issuer}/oidc/callback")
+    internet.tamper = lambda claims: {**claims, "nonce": "not-the-one-sent"}
+    result, _ = await _back(issuer, dashboard, answer)
+    assert result.status_code == 422 and "ID token failed a check: nonce" in result.text
+    assert "sub = ada" not in result.text
+    assert await _tested(db, tenant) == ["id_token:nonce"]
