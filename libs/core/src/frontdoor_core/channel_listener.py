@@ -17,7 +17,10 @@ from typing import Any
 import redis.asyncio as aioredis
 import structlog
 
-__all__ = ["ChannelListener"]
+__all__ = ["STOP_TIMEOUT_S", "ChannelListener"]
+
+STOP_TIMEOUT_S = 5.0
+"""Longest `ChannelListener.stop` waits for the subscription's task to end."""
 
 
 class ChannelListener:
@@ -48,11 +51,15 @@ class ChannelListener:
             self._task = asyncio.create_task(self._listen(), name=self._name)
 
     async def stop(self) -> None:
-        """Stop listening."""
+        """Stop listening; a subscription that does not end within `STOP_TIMEOUT_S` is left to die."""
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            done, _ = await asyncio.wait({self._task}, timeout=STOP_TIMEOUT_S)
+            if done:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    self._task.result()
+            else:  # a Redis read that ignores its cancellation must not hang a shutdown
+                self._log.warning("channel_listener_stop_timeout", listener=self._name)
             self._task = None
 
     async def _listen(self) -> None:

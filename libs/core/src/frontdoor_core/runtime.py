@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from dataclasses import dataclass, field
+from typing import Final
 
 import asyncpg
 import redis.asyncio as aioredis
+import structlog
 
 from .clock import Clock, utc_now
 from .db import create_pool
 from .redis_client import create_redis
 from .settings import Settings
 
-__all__ = ["Runtime"]
+__all__ = ["CLOSE_TIMEOUT_S", "Runtime"]
+
+CLOSE_TIMEOUT_S: Final = 10.0
+"""Longest a shutdown waits for Redis or the pool to close gracefully before it cuts them."""
+
+_log = structlog.get_logger("frontdoor.runtime")
 
 
 @dataclass
@@ -34,7 +43,22 @@ class Runtime:
         return cls(settings=settings, pool=pool, redis=create_redis(settings.redis_url), clock=clock or utc_now)
 
     async def close(self) -> None:
-        """Close what this runtime opened (not what a test lent it)."""
-        if self.owned:
-            await self.redis.aclose()
-            await self.pool.close()
+        """Close what this runtime opened (not what a test lent it), never hanging a shutdown.
+
+        A graceful close waits for connections still in use (a pool connection a cancelled
+        request never released, a pub/sub connection mid-read); past `CLOSE_TIMEOUT_S` the
+        pool is terminated and Redis' connections dropped, and the cut is logged.
+        """
+        if not self.owned:
+            return
+        try:
+            await asyncio.wait_for(self.redis.aclose(), CLOSE_TIMEOUT_S)
+        except TimeoutError:
+            _log.warning("runtime_close_timeout", what="redis", seconds=CLOSE_TIMEOUT_S)
+            with contextlib.suppress(Exception):
+                await self.redis.connection_pool.disconnect(inuse_connections=True)
+        try:
+            await asyncio.wait_for(self.pool.close(), CLOSE_TIMEOUT_S)
+        except TimeoutError:
+            _log.warning("runtime_close_timeout", what="postgresql", seconds=CLOSE_TIMEOUT_S)
+            self.pool.terminate()
