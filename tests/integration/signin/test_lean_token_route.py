@@ -104,3 +104,24 @@ async def test_its_requests_are_counted_in_the_request_metrics_by_route_template
     r = await lean.post(f"/{tenant.slug}/oauth/token", content=b"scope=a", headers=_FORM)
     assert r.status_code == 400
     assert _count("400") == before + 1
+
+
+async def test_a_crash_is_a_plain_500_logged_without_the_secret_it_carries(
+        lean: AsyncTestClient[Any], tenant: TenantHandle, monkeypatch: Any) -> None:
+    from frontdoor_issuer.http import token as token_module
+
+    from tests.integration.console.test_log_redaction import capture_logs
+
+    async def boom(*_: Any, **__: Any) -> Any:
+        raise RuntimeError(f"upstream refused (Authorization: Bearer {tenant.api_key})")
+
+    monkeypatch.setattr(token_module, "answer", boom)
+    before = _count("500")
+    with capture_logs() as buf:
+        r = await lean.post(f"/{tenant.slug}/oauth/token", content=b"grant_type=x", headers=_FORM)
+    assert r.status_code == 500 and r.json()["error"] == "server_error"
+    assert r.headers["cache-control"] == "no-store" and tenant.api_key not in r.text
+    logged = buf.getvalue()
+    assert "unhandled_exception" in logged and "RuntimeError" in logged
+    assert tenant.api_key.split("_", 2)[2] not in logged  # the key's secret part is masked
+    assert _count("500") == before + 1

@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import structlog
 from frontdoor_httpkit import Observer, RequestIdMiddleware, SecurityHeadersMiddleware, client_address_from
 
 from . import introspect, token
@@ -27,11 +28,15 @@ __all__ = ["LeanRoutes"]
 
 _INTROSPECT = re.compile(r"^/([^/]+)/oauth/introspect$")
 _TOKEN = re.compile(r"^/([^/]+)/oauth/token$")
+_TOKEN_TEMPLATE = "/{slug:str}/oauth/token"  # the route templates, as Litestar's request metrics label them
+_INTROSPECT_TEMPLATE = "/{slug:str}/oauth/introspect"
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 _TOO_LARGE = b'{"error":"invalid_request","error_description":"The request is not valid."}'
+_SERVER_ERROR = b'{"error":"server_error","error_description":"Something went wrong on our side."}'
+_log = structlog.get_logger("frontdoor.issuer")
 
 
 class LeanRoutes:
@@ -86,21 +91,30 @@ class LeanRoutes:
             chunks.append(chunk)
             more = message.get("more_body", False)
         raw = b"".join(chunks)
+        is_token = _TOKEN.match(path) is not None
+        try:
+            result = await self._answer(scope, path, raw, authorization=authorization, content_type=content_type,
+                                        dpop=dpop, forwarded=forwarded)
+        except Exception as exc:
+            # As the Litestar app's crash handler: logged through the redacting pipeline, a plain 500.
+            _log.error("unhandled_exception", exc_info=exc)
+            result = Answer(500, _SERVER_ERROR, {"Cache-Control": "no-store"})
+        await _send(send, result.status, result.body, result.headers)
+        if self._observe is not None:
+            self._observe("POST", _TOKEN_TEMPLATE if is_token else _INTROSPECT_TEMPLATE, result.status,
+                          time.perf_counter() - started)
+
+    async def _answer(self, scope: Scope, path: str, raw: bytes, *, authorization: str, content_type: str,
+                      dpop: list[str], forwarded: list[str]) -> Answer:
         ctx = self.app.state.ctx
         if (match := _TOKEN.match(path)) is not None:
             client = scope.get("client")
             peer = str(client[0]) if client else "unknown"
-            result: Answer = await token.answer(ctx, self.app.state.grants, match.group(1), content_type, raw,
-                                                dpop=dpop, address=client_address_from(peer, forwarded, self._trusted))
-            template = "/{slug:str}/oauth/token"
-        else:
-            match = _INTROSPECT.match(path)
-            assert match is not None
-            result = await introspect.answer(ctx, match.group(1), authorization, content_type, raw)
-            template = "/{slug:str}/oauth/introspect"
-        await _send(send, result.status, result.body, result.headers)
-        if self._observe is not None:
-            self._observe("POST", template, result.status, time.perf_counter() - started)
+            return await token.answer(ctx, self.app.state.grants, match.group(1), content_type, raw,
+                                      dpop=dpop, address=client_address_from(peer, forwarded, self._trusted))
+        match = _INTROSPECT.match(path)
+        assert match is not None
+        return await introspect.answer(ctx, match.group(1), authorization, content_type, raw)
 
 
 async def _send(send: Send, status: int, body: bytes, headers: dict[str, str]) -> None:
