@@ -99,7 +99,7 @@ async def test_fetches_json_over_tls_verified_for_the_original_hostname(server: 
     assert seen.header("host") == [f"agent.test:{server.port}"]
     assert seen.header("accept") == ["application/json"]
     assert seen.header("accept-encoding") == ["identity"]
-    assert seen.header("user-agent") == ["Frontdoor/0.1 (+https://frontdoor.dev)"]
+    assert seen.header("user-agent") == ["Frontdoor/0.1"]
     assert seen.header("authorization") == []
     assert seen.header("cookie") == []
 

@@ -119,3 +119,29 @@ async def test_the_scan_deadline_leaves_the_rest_not_checked(clock: ShiftableClo
     assert report.fetches == 1 and report.complete is False
     assert [f.code for f in report.findings if f.severity == "info"] == ["not_checked"]
     assert {c.source: c.status for c in report.checks}["jwks"] == "skipped"
+
+
+@pytest.mark.parametrize("docs_base", ["", "https://docs.example.org/frontdoor/docs/"])
+async def test_the_requests_name_a_page_this_deployment_serves(settings: Settings, server: RouteServer,
+                                                               scanner: Any, docs_base: str) -> None:
+    """The User-Agent of the scanner's and of Frontdoor's own fetches names this deployment
+    (its published docs, or its console), never a made-up site."""
+    from frontdoor_console import app as console_app
+
+    resolver = MapResolver({"shop.test": ["127.0.0.1"]})
+    tuned = msgspec.structs.replace(settings, env="production", console_base_url="https://console.frontdoor.test",
+                                    docs_base_url=docs_base, scanner_allowlist="shop.test",
+                                    outbound_allowlist="shop.test")
+    built = (console_app._default_scanner_fetcher(tuned), console_app._default_fetcher(tuned))
+    for f in built:
+        fetched = await SafeFetcher(f.policy, resolver=resolver, ssl_context=server.client_context()).fetch(
+            server.url("/doc.json"))
+        assert fetched.status == 200
+    scan_ua, own_ua = (r.header("user-agent") for r in server.requests)
+    about = f"{docs_base}scanner.md" if docs_base else "https://console.frontdoor.test/scan"
+    assert scan_ua == [f"Frontdoor-Scanner/0.1 (+{about})"]
+    assert own_ua == ["Frontdoor/0.1 (+https://console.frontdoor.test)"]
+    assert "frontdoor.dev" not in scan_ua[0] + own_ua[0]
+    if not docs_base:  # the console serves the page it names
+        page = await scanner.get("/scan")
+        assert page.status_code == 200 and "<form" in page.text

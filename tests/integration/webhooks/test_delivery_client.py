@@ -100,7 +100,7 @@ async def test_posts_over_tls_verified_for_the_urls_host_name(server: RouteServe
     assert seen.path == "/hook"
     assert seen.header("host") == [f"hooks.test:{server.port}"]
     assert seen.header("accept-encoding") == ["identity"]
-    assert seen.header("user-agent") == ["Frontdoor/0.1 (+https://frontdoor.dev)"]
+    assert seen.header("user-agent") == ["Frontdoor/0.1"]
     assert seen.header("content-length") == [str(len(BODY))]
     assert seen.header("webhook-id") == ["msg_1"] and seen.header("webhook-signature") == ["v1,abc"]
     assert seen.header("cookie") == [] and seen.header("authorization") == []

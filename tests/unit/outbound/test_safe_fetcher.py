@@ -57,7 +57,7 @@ async def test_plain_fetch_returns_body_headers_and_chain() -> None:
     assert sent.method == "GET"
     assert sent.headers["accept"] == "application/json"
     assert sent.headers["accept-encoding"] == "identity"
-    assert sent.headers["user-agent"] == "Frontdoor/0.1 (+https://frontdoor.dev)"
+    assert sent.headers["user-agent"] == "Frontdoor/0.1"
     assert "authorization" not in sent.headers
     assert "cookie" not in sent.headers
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import msgspec
-from frontdoor_core.outbound import OutboundPolicy
+from frontdoor_core.outbound import OutboundPolicy, user_agent
 from frontdoor_core.settings import Settings
 
 from .retry_policy import RetryPolicy
@@ -66,4 +66,5 @@ def webhook_outbound_policy(settings: Settings) -> OutboundPolicy:
     stay bounded by the policy's ``connect_timeout``.
     """
     return OutboundPolicy(allow_http_loopback=settings.is_dev, allowlist=settings.webhook_allowlist_entries(),
-                          total_timeout=settings.webhook_timeout.total_seconds())
+                          total_timeout=settings.webhook_timeout.total_seconds(),
+                          user_agent=user_agent(settings.console_base_url))

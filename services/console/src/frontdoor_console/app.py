@@ -57,17 +57,19 @@ def _default_lookup(settings: Settings) -> Any:
 
 
 def _default_fetcher(settings: Settings) -> Any:
-    from frontdoor_core.outbound import OutboundPolicy, SafeFetcher
+    from frontdoor_core.outbound import OutboundPolicy, SafeFetcher, user_agent
 
-    return SafeFetcher(OutboundPolicy(allow_http_loopback=settings.is_dev, allowlist=settings.allowlist()))
+    return SafeFetcher(OutboundPolicy(allow_http_loopback=settings.is_dev, allowlist=settings.allowlist(),
+                                      user_agent=user_agent(settings.console_base_url)))
 
 
 def _default_scanner_fetcher(settings: Settings) -> Any:
     from frontdoor_core.outbound import SafeFetcher
-    from frontdoor_tenancy.scanner import scanner_policy
+    from frontdoor_tenancy.scanner import scanner_policy, scanner_user_agent
 
     # Its own policy: never the outbound allowlist, never the dev loopback exception.
-    return SafeFetcher(scanner_policy(settings.scanner_allowlist_entries()))
+    agent = scanner_user_agent(console_base_url=settings.console_base_url, docs_base_url=settings.docs_base_url)
+    return SafeFetcher(scanner_policy(settings.scanner_allowlist_entries(), agent=agent))
 
 
 @get("/api/v1/openapi.json", include_in_schema=False, cache=False)

@@ -11,7 +11,7 @@ from typing import Any
 from frontdoor_billing import BillingConfig, SessionAdmission
 from frontdoor_core.clock import Clock
 from frontdoor_core.logging import configure_logging
-from frontdoor_core.outbound import OutboundPolicy, SafeFetcher
+from frontdoor_core.outbound import OutboundPolicy, SafeFetcher, user_agent
 from frontdoor_core.runtime import Runtime
 from frontdoor_core.settings import Settings
 from frontdoor_core.telemetry import configure_tracing
@@ -108,7 +108,8 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         rt = await Runtime.open(settings, clock=clock)
         the_fetcher = fetcher or SafeFetcher(OutboundPolicy(allow_http_loopback=settings.is_dev,
-                                                           allowlist=settings.allowlist()))
+                                                           allowlist=settings.allowlist(),
+                                                           user_agent=user_agent(settings.console_base_url)))
         directory = AgentDirectory(the_fetcher, rt.clock)
         keys = IssuerKeys(Kek.from_env_value(settings.kek))
         deps = GrantDeps(pool=rt.pool, redis=rt.redis, directory=directory, keys=keys,

@@ -18,7 +18,7 @@ from frontdoor_core.clock import Clock
 from frontdoor_core.errors import DomainError
 from frontdoor_core.logging import configure_logging
 from frontdoor_core.metrics import DELIVERY_LAG, OUTBOX_DEPTH
-from frontdoor_core.outbound import OutboundPolicy, SafeFetcher
+from frontdoor_core.outbound import OutboundPolicy, SafeFetcher, user_agent
 from frontdoor_core.outbox import OutboxTable
 from frontdoor_core.runtime import Runtime
 from frontdoor_core.settings import Settings
@@ -125,7 +125,8 @@ def create_app(settings: Settings, *, clock: Clock | None = None, fetcher: Any =
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         rt = runtime or await Runtime.open(settings, clock=clock)
         the_fetcher = fetcher or SafeFetcher(OutboundPolicy(allow_http_loopback=settings.is_dev,
-                                                           allowlist=settings.allowlist()))
+                                                           allowlist=settings.allowlist(),
+                                                           user_agent=user_agent(settings.console_base_url)))
         waiters = OutcomeWaiters(rt.redis)
         await waiters.start()
         kek = Kek.from_env_value(settings.kek)

@@ -15,7 +15,7 @@ from .fetch_result import FetchResult
 from .guarded_backend import GuardedNetworkBackend
 from .guarded_transport import GuardedTransport, strict_ssl_context
 from .media_type import media_type_matches
-from .policy import DEFAULT_USER_AGENT, OutboundPolicy
+from .policy import DEFAULT_USER_AGENT, OutboundPolicy, user_agent
 from .resolver import Resolver, SystemResolver
 from .safe_fetcher import SafeFetcher
 from .target_url import MAX_URL_LENGTH, check_target
@@ -41,4 +41,5 @@ __all__ = [
     "media_type_matches",
     "parse_ip",
     "strict_ssl_context",
+    "user_agent",
 ]

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import msgspec
 
-__all__ = ["DEFAULT_USER_AGENT", "OutboundPolicy"]
+__all__ = ["DEFAULT_USER_AGENT", "OutboundPolicy", "user_agent"]
 
-DEFAULT_USER_AGENT = "Frontdoor/0.1 (+https://frontdoor.dev)"
+PRODUCT = "Frontdoor/0.1"
+DEFAULT_USER_AGENT = PRODUCT
+"""The product alone: a policy built without a deployment's URL names none (no made-up one)."""
+
+
+def user_agent(about_url: str, product: str = PRODUCT) -> str:
+    """``{product} (+{about_url})``: the product and where whoever receives the request can
+    read about it, a page the deployment itself serves (its console, or its published docs)."""
+    return f"{product} (+{about_url})" if about_url else product
 
 
 class OutboundPolicy(msgspec.Struct, frozen=True, kw_only=True):

@@ -10,6 +10,7 @@ from .budget import (
     BudgetSpent,
     ScanBudget,
     scanner_policy,
+    scanner_user_agent,
 )
 from .caching import check_caching
 from .domain_scan import MAX_LISTINGS, run_scan
@@ -34,5 +35,6 @@ __all__ = [
     "doc_for",
     "run_scan",
     "scanner_policy",
+    "scanner_user_agent",
     "score_of",
 ]

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import httpx
-from frontdoor_core.outbound import FetchError, FetchErrorCode, FetchResult, OutboundPolicy
+from frontdoor_core.outbound import FetchError, FetchErrorCode, FetchResult, OutboundPolicy, user_agent
 
 __all__ = [
     "MAX_FETCHES",
@@ -29,6 +29,7 @@ __all__ = [
     "BudgetSpent",
     "ScanBudget",
     "scanner_policy",
+    "scanner_user_agent",
 ]
 
 MAX_FETCHES: Final = 10
@@ -38,16 +39,27 @@ SCAN_DEADLINE: Final = 20.0
 """Seconds one scan may take, every fetch included; what is left is reported as not checked."""
 FETCH_TIMEOUT: Final = 4.0
 MAX_BYTES: Final = 100_000
-SCANNER_USER_AGENT: Final = "Frontdoor-Scanner/0.1 (+https://frontdoor.dev/docs/scanner)"
+SCANNER_USER_AGENT: Final = "Frontdoor-Scanner/0.1"
+"""The product; the console adds where the scanner is described (`scanner_user_agent`)."""
 
 Admit = Callable[[str], Awaitable[bool]]
 
 
-def scanner_policy(allowlist: tuple[str, ...] = ()) -> OutboundPolicy:
-    """The scanner's outbound policy: public HTTPS only, small and fast (``allowlist``: tests only)."""
+def scanner_user_agent(*, console_base_url: str, docs_base_url: str = "") -> str:
+    """The scanner's ``User-Agent``: the product and a page this deployment serves about it, so
+    whoever sees the requests in their logs can find out what sent them: the published
+    ``docs/scanner.md`` when ``FRONTDOOR_DOCS_BASE_URL`` is set, else the public scanner page
+    itself (``{console}/scan``)."""
+    about = f"{docs_base_url}scanner.md" if docs_base_url else f"{console_base_url.rstrip('/')}/scan"
+    return user_agent(about, SCANNER_USER_AGENT)
+
+
+def scanner_policy(allowlist: tuple[str, ...] = (), *, agent: str = SCANNER_USER_AGENT) -> OutboundPolicy:
+    """The scanner's outbound policy: public HTTPS only, small and fast (``allowlist``: tests
+    only); ``agent`` is its ``User-Agent`` (`scanner_user_agent`)."""
     return OutboundPolicy(allow_http_loopback=False, allowlist=allowlist, max_redirects=MAX_REDIRECTS,
                           max_bytes=MAX_BYTES, total_timeout=FETCH_TIMEOUT, connect_timeout=2.0,
-                          user_agent=SCANNER_USER_AGENT)
+                          user_agent=agent)
 
 
 class BudgetSpent(Exception):
