@@ -39,7 +39,12 @@ SEEN_WRITE_INTERVAL: Final = timedelta(minutes=1)
 MAX_PAGE: Final = 200
 """Most agents one `list_agents` call returns."""
 
-_COLUMNS: Final = "client_id, client_name, logo_uri, first_seen_at, last_seen_at, blocked_at"
+_COLUMNS: Final = (
+    "client_id, client_name, logo_uri, first_seen_at, last_seen_at, blocked_at,"
+    # the tenant's own record of its simulator's client_ids (the console registers each before use)
+    " EXISTS (SELECT 1 FROM simulator_client_ids s WHERE s.tenant_id = agents.tenant_id"
+    " AND s.client_id = agents.client_id) AS simulator"
+)
 
 
 class AgentCursor(msgspec.Struct, frozen=True, kw_only=True):
@@ -59,6 +64,9 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
         first_seen_at: First authenticated request; None if blocked before it called.
         last_seen_at: Latest authenticated request, to the minute.
         blocked_at: When the tenant blocked it; None when not blocked.
+        simulator: True for the dashboard's agent simulator (a client_id recorded in
+            ``simulator_client_ids``): Frontdoor itself, testing the tenant's setup, not an
+            agent bringing it users.
     """
 
     client_id: str
@@ -67,6 +75,7 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
     first_seen_at: datetime | None
     last_seen_at: datetime | None
     blocked_at: datetime | None
+    simulator: bool = False
 
     @property
     def blocked(self) -> bool:
@@ -112,6 +121,7 @@ def _agent(row: asyncpg.Record) -> Agent:
         first_seen_at=row["first_seen_at"],
         last_seen_at=row["last_seen_at"],
         blocked_at=row["blocked_at"],
+        simulator=bool(row["simulator"]),
     )
 
 
