@@ -120,7 +120,8 @@ async def test_an_agent_message_is_relayed_signed_and_the_reply_is_read(desk: Re
     data = relayed["data"]
     assert data["conversation_id"] == cid and data["message"]["text"] == "Where is my order?"
     assert data["message"]["role"] == "user" and data["message"]["context"] == {"locale": "en-GB"}
-    assert desk.endpoint.headers[0]["webhook-id"] == "rly_" + data["event_id"]
+    relay_id = desk.endpoint.headers[0]["webhook-id"]  # the relay's webhook message, the same on every attempt
+    assert relay_id.startswith("msg_")
     page = await _events(desk, agent, token, cid)
     assert _kinds(page["events"]) == [("message", "user", None), ("state", None, "working"),
                                       ("message", "company", None), ("state", None, "idle")]

@@ -4,43 +4,67 @@ The company names one of its webhook endpoints (``conversations.relay_endpoint_i
 URL passed the webhook rules when it was registered (public address or
 ``FRONTDOOR_WEBHOOK_ALLOWLIST``) and is checked again when the setting is saved, and its
 secret signs every relay request as it signs deliveries (Standard Webhooks). This module is
-the contract, without I/O: the request's body and ``webhook-id``, and the reading of the
-company's answer. The ledger's `ConversationsHub` posts and records.
+the contract, without I/O: the answer's shape and its reading, the one-attempt policy and
+the setting's check. `store` writes the relay's webhook message with the agent's message;
+`relay_delivery` sends it and records the answer.
 
 The request: ``POST`` with ``{"type": "conversation.relay", "timestamp", "data": {...}}``, ``data`` being
 exactly the ``conversation.message.created`` payload (the agent's message as data, never
-executed). The answer: ``200`` with ``{"messages": [{"id"?, "text"?, "data"?}], "done"?,
-"handoff"?}`` (or ``202``/``204``: nothing now, the company answers later through the
-ledger API). Anything else is a failure.
+executed), under the relay message's ``webhook-id`` (the same on every attempt). The answer:
+``200`` with ``{"messages": [{"id"?, "text"?, "data"?}], "events"?: [...], "done"?, "handoff"?}``
+(or ``202``/``204``: nothing now, the company answers later through the ledger API).
+``events`` are ``{"type": "authorization", "scope", "error"?}`` (§7.11, recorded before the
+messages) and ``{"type": "text-delta", "message_id", "text"}`` (§7.6, shown to streaming
+agents, never stored). Anything else is a failure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
-from typing import Any
+from datetime import timedelta
+from typing import Any, Literal
 
 import asyncpg
 import msgspec
 from frontdoor_core.errors import DomainError, Invalid
+from frontdoor_webhooks.delivery_policy import DeliveryPolicy
+from frontdoor_webhooks.event_types import RELAY
+from frontdoor_webhooks.retry_policy import RetryPolicy
 
-from .rules import IDENTIFIER, MAX_MESSAGE_BYTES
+from .rules import IDENTIFIER, MAX_MESSAGE_BYTES, authorization_event, check_delta
 
 __all__ = [
+    "MAX_RELAY_EVENTS",
     "MAX_RELAY_MESSAGES",
     "RELAY_EVENT_TYPE",
     "RelayAnswer",
+    "RelayAuthorization",
+    "RelayDelta",
     "RelayFailed",
     "RelayMessage",
+    "RelayTarget",
     "check_relay_endpoint",
     "read_answer",
-    "relay_body",
-    "relay_message_id",
+    "relay_policy",
 ]
 
-RELAY_EVENT_TYPE = "conversation.relay"
+RELAY_EVENT_TYPE = RELAY
 MAX_RELAY_MESSAGES = 10
+MAX_RELAY_EVENTS = 20
 _FIELD = "conversations.relay_endpoint_id"
+
+
+class RelayTarget(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a tenant's agent messages are relayed, and the lease the writing process takes on each.
+
+    Attributes:
+        endpoint_id: The tenant's relay endpoint (``conversations.relay_endpoint_id``).
+        lease: The delivery lease (`DeliveryPolicy.lease`): the relay is the writer's until
+            it ends, then any deliverer's.
+    """
+
+    endpoint_id: str
+    lease: timedelta
 
 
 class RelayMessage(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -51,34 +75,64 @@ class RelayMessage(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     data: dict[str, Any] | None = None
 
 
+class RelayAuthorization(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
+                         tag="authorization", tag_field="type"):
+    """Ask the agent to sign the user in for ``scope`` (§7.11, PAP-7.11-01)."""
+
+    scope: str
+    error: Literal["sign_in_required", "insufficient_scope"] = "sign_in_required"
+
+
+class RelayDelta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
+                 tag="text-delta", tag_field="type"):
+    """A piece of a reply being written: display only (§7.6, PAP-7.6-01), never stored."""
+
+    message_id: str
+    text: str
+
+
 class RelayAnswer(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The company's answer to one relayed message.
 
     Attributes:
         messages: Replies, recorded in order (at most `MAX_RELAY_MESSAGES`).
+        events: ``authorization`` events (recorded before the replies) and ``text-delta``
+            pieces (shown to streaming agents), at most `MAX_RELAY_EVENTS`.
         done: The last reply ends the turn (``idle``); false: more comes through the API.
         handoff: A person should answer: the conversation is queued for the inbox.
     """
 
     messages: list[RelayMessage] = msgspec.field(default_factory=list)
+    events: list[RelayAuthorization | RelayDelta] = msgspec.field(default_factory=list)
     done: bool = True
     handoff: bool = False
+
+    @property
+    def authorizations(self) -> list[dict[str, Any]]:
+        """The ``authorization`` event drafts, in order (checked by `read_answer`)."""
+        drafts = [authorization_event(e.scope, e.error) for e in self.events if isinstance(e, RelayAuthorization)]
+        return [d for d in drafts if isinstance(d, dict)]
+
+    @property
+    def deltas(self) -> list[RelayDelta]:
+        """The ``text-delta`` pieces, in order."""
+        return [e for e in self.events if isinstance(e, RelayDelta)]
 
 
 class RelayFailed(Exception):
     """The company's endpoint gave no usable answer (the reason is for logs: never the body)."""
 
 
-def relay_body(data: dict[str, Any], now: datetime) -> bytes:
-    """The request's body for one agent message (``data``: its webhook payload), a Standard
-    Webhooks event like every delivery (``type``, ``timestamp``, ``data``)."""
-    stamp = now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    return msgspec.json.encode({"type": RELAY_EVENT_TYPE, "timestamp": stamp, "data": data})
+def relay_policy(policy: DeliveryPolicy) -> DeliveryPolicy:
+    """The delivery policy of a relay message: one attempt, the rest as every delivery.
 
-
-def relay_message_id(event_id: str) -> str:
-    """The ``webhook-id`` of the relay of the message recorded as ``event_id``: the same on every attempt."""
-    return f"rly_{event_id}"
+    An agent waits on the relay's answer, so a failed attempt is not retried on the
+    webhook schedule: it queues the conversation for a person. An attempt that never
+    settled (its process died) is not counted: the relay is claimed again after its lease.
+    """
+    retry = policy.retry
+    return msgspec.structs.replace(policy, retry=RetryPolicy(schedule=(timedelta(0),), jitter=retry.jitter,
+                                                             retry_after_max=retry.retry_after_max))
 
 
 def _check_message(m: RelayMessage, index: int) -> None:
@@ -90,11 +144,22 @@ def _check_message(m: RelayMessage, index: int) -> None:
         raise RelayFailed(f"messages[{index}] is larger than {MAX_MESSAGE_BYTES} bytes")
 
 
+def _check_event(e: RelayAuthorization | RelayDelta, index: int) -> None:
+    if isinstance(e, RelayDelta):
+        problem = check_delta(e.message_id, e.text)
+    else:
+        draft = authorization_event(e.scope, e.error)
+        problem = draft if isinstance(draft, str) else None
+    if problem is not None:
+        raise RelayFailed(f"events[{index}]: {problem}")
+
+
 def read_answer(status: int, body: bytes, *, truncated: bool = False) -> RelayAnswer:
-    """The company's answer, checked as the ledger API checks a reply.
+    """The company's answer, checked as the ledger API checks a reply, a delta or an authorization.
 
     Raises:
-        RelayFailed: Not 2xx, not the documented JSON, too many or too large messages.
+        RelayFailed: Not 2xx, not the documented JSON, too many or too large messages, an
+            event the §7 rules refuse.
     """
     if status in (202, 204):
         return RelayAnswer(done=False)
@@ -108,8 +173,12 @@ def read_answer(status: int, body: bytes, *, truncated: bool = False) -> RelayAn
         raise RelayFailed(f"the answer is not a relay answer: {str(exc)[:120]}") from None
     if len(answer.messages) > MAX_RELAY_MESSAGES:
         raise RelayFailed(f"more than {MAX_RELAY_MESSAGES} messages")
+    if len(answer.events) > MAX_RELAY_EVENTS:
+        raise RelayFailed(f"more than {MAX_RELAY_EVENTS} events")
     for index, message in enumerate(answer.messages):
         _check_message(message, index)
+    for index, event in enumerate(answer.events):
+        _check_event(event, index)
     return answer
 
 

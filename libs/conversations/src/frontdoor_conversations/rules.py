@@ -14,7 +14,10 @@ import msgspec
 from frontdoor_protocol import ErrorCode, ProtocolError
 
 __all__ = [
+    "AUTHORIZATION_ERRORS",
+    "MAX_DELTA_CHARS",
     "MAX_MESSAGE_BYTES",
+    "MAX_SCOPE_CHARS",
     "MAX_RESPONDER_NAME",
     "MAX_WAIT_SECONDS",
     "PAGE_SIZE",
@@ -24,6 +27,8 @@ __all__ = [
     "Responder",
     "Status",
     "Transition",
+    "authorization_event",
+    "check_delta",
     "check_direct_parent",
     "check_open",
     "check_owner",
@@ -312,6 +317,45 @@ def on_close(conversation: ConversationView) -> Transition | None:
         return None
     return Transition(status="closed", responder=conversation.responder,
                       events=(_state("closed", conversation.responder),))
+
+
+MAX_DELTA_CHARS = 4000
+"""The most text one ``text-delta`` carries."""
+
+MAX_SCOPE_CHARS = 1000
+"""The longest ``scope`` an ``authorization`` event names."""
+
+AUTHORIZATION_ERRORS = ("sign_in_required", "insufficient_scope")
+"""Why the agent must sign the user in (§7.11): not signed in, or without the scope."""
+
+
+def check_delta(message_id: object, text: object) -> str | None:
+    """Why a company's ``text-delta`` cannot be shown (None: it can), §7.6.
+
+    A delta is a piece of a reply being written, for display only: agents never act on it
+    (PAP-7.6-01) and it is never stored in the event log, only shown to streaming readers
+    before the complete message. It names the reply's message ID (the alphabet of
+    PAP-7.2-03) and carries 1 to `MAX_DELTA_CHARS` characters.
+    """
+    if not isinstance(message_id, str) or not IDENTIFIER.fullmatch(message_id):
+        return "message_id must be 1 to 256 URL-safe base64 characters"
+    if not isinstance(text, str) or not text or len(text) > MAX_DELTA_CHARS:
+        return f"text must be 1 to {MAX_DELTA_CHARS} characters"
+    return None
+
+
+def authorization_event(scope: object, error: object = "sign_in_required") -> dict[str, Any] | str:
+    """The ``authorization`` event the company's agent asks for (§7.11), or why it cannot be added.
+
+    PAP-7.11-01: when the company agent needs the user's account it adds this event, naming
+    the scopes (space-separated) the personal agent must sign the user in for, and ``error``
+    (`AUTHORIZATION_ERRORS`); it should also say so in a message.
+    """
+    if not isinstance(scope, str) or not scope.strip() or len(scope) > MAX_SCOPE_CHARS:
+        return f"scope must name the scopes to sign in for, space-separated, at most {MAX_SCOPE_CHARS} characters"
+    if error not in AUTHORIZATION_ERRORS:
+        return "error must be sign_in_required or insufficient_scope"
+    return {"type": "authorization", "error": error, "scope": scope}
 
 
 def parse_wait(raw: str | None) -> int | ProtocolError:

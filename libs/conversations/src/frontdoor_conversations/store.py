@@ -4,7 +4,10 @@ Appending to a conversation locks its row (``SELECT ... FOR UPDATE``) and moves 
 ``last_seq``: events of one conversation are totally ordered, whoever writes them. A
 Direct Conversation and its parent are always locked parent first. The webhook message
 telling the company's agent about a user's message is written in the same transaction
-(the outbox, ADR 0003). Callers publish the wake-up (`wakeups.publish`) after the commit.
+(the outbox, ADR 0003), and so is, in the relay mode, the relay's own webhook message,
+leased to the writing process in that transaction (ADR 0006, addendum): if that process
+dies before the relay is answered, a deliverer takes it once the lease ends. Callers
+publish the wake-up (`wakeups.publish`) after the commit.
 """
 
 from __future__ import annotations
@@ -14,11 +17,15 @@ from typing import Any
 
 import asyncpg
 import msgspec
+from frontdoor_core.errors import NotFound
 from frontdoor_core.ids import new_id
 from frontdoor_protocol import ErrorCode, ProtocolError
+from frontdoor_webhooks.delivery import ClaimedMessage, claim
+from frontdoor_webhooks.endpoints import get_endpoint
 from frontdoor_webhooks.event_payloads import payload_for
-from frontdoor_webhooks.messages import enqueue_event
+from frontdoor_webhooks.messages import enqueue_event, enqueue_message
 
+from .relay import RELAY_EVENT_TYPE, RelayTarget
 from .rules import (
     IDENTIFIER,
     MAX_RESPONDER_NAME,
@@ -48,6 +55,7 @@ __all__ = [
     "ConversationRefused",
     "Page",
     "Posted",
+    "claim_relay_answer",
     "close",
     "company_event",
     "company_message",
@@ -117,8 +125,9 @@ class Posted(msgspec.Struct, frozen=True, kw_only=True):
     conversation: Conversation
     replay: bool
     webhook_message_ids: list[str]
-    # The message as the company hears of it (the webhook's ``data``), for the relay mode; None on a replay.
-    relay_data: dict[str, Any] | None = None
+    # The relay mode: the relay's webhook message, claimed by this process (None on a replay,
+    # without a relay, while a person answers, or when the relay endpoint is gone or disabled).
+    relay: ClaimedMessage | None = None
 
 
 _COLUMNS = ("id, tenant_id, client_id, user_id, account_id, session_id, parent_id, direct_child_id, status,"
@@ -224,20 +233,57 @@ async def _last_message_event(conn: asyncpg.Connection, conversation: Conversati
     return row["id"], int(row["seq"])
 
 
-async def _receive(conn: asyncpg.Connection, conversation: Conversation, caller: Caller, message: IncomingMessage,
-                   now: datetime) -> Posted:
+async def _relay(conn: asyncpg.Connection, conversation: Conversation, data: dict[str, Any], target: RelayTarget,
+                 now: datetime) -> tuple[Conversation, ClaimedMessage | None]:
+    """Write the relay of the agent's message and take its lease, in the message's transaction.
+
+    A relay endpoint deleted or disabled cannot answer: the conversation is queued for a
+    person at once (as a failed relay is), and nothing is written for the endpoint.
+    """
+    try:
+        endpoint = await get_endpoint(conn, conversation.tenant_id, target.endpoint_id)
+    except NotFound:
+        endpoint = None
+    if endpoint is None or not endpoint.enabled:
+        change = on_handoff(conversation.view())
+        return (conversation if change is None else await _apply(conn, conversation, change, now)), None
+    message_id = await enqueue_message(conn, conversation.tenant_id, target.endpoint_id, RELAY_EVENT_TYPE, data,
+                                       purpose="relay", now=now)
+    # The writer's claim: deliverers skip the message until the lease ends (the writer died).
+    return conversation, await claim(conn, message_id, now, target.lease, tenant_id=conversation.tenant_id)
+
+
+async def _receive(conn: asyncpg.Connection, conversation: Conversation, caller: Caller, message: IncomingMessage, *,
+                   now: datetime, relay: RelayTarget | None) -> Posted:
     change = on_user_message(conversation.view(), message)
     # Once used signed in, the conversation belongs to the account (PAP-7.2-01, §7.11).
     updated = await _apply(conn, conversation, change, now, account_id=caller.account)
     event_id, seq = await _last_message_event(conn, updated, message.id)
     data = payload_for(MESSAGE_CREATED, _webhook_data(updated, caller, message, event_id, seq))
     ids = await enqueue_event(conn, updated.tenant_id, MESSAGE_CREATED, data, now)
-    return Posted(conversation=updated, replay=False, webhook_message_ids=ids, relay_data=data)
+    claimed = None
+    if relay is not None and updated.responder == "agent":  # while a person answers nothing is relayed (§7.9)
+        updated, claimed = await _relay(conn, updated, data, relay, now)
+    return Posted(conversation=updated, replay=False, webhook_message_ids=ids, relay=claimed)
+
+
+async def claim_relay_answer(conn: asyncpg.Connection, tenant_id: str, conversation_id: str, event_id: str, *,
+                             digest: str, now: datetime) -> bool:
+    """Note that the company's answer to the agent message ``event_id`` is being recorded; False
+    when one was already (a relay sent again: a redelivery, or a recovery after a crash).
+
+    In the recording's transaction: the first answer is recorded exactly once, whatever
+    arrives later (the replies' own IDs are idempotent too, PAP-7.3-01).
+    """
+    return await _claim_message(conn, tenant_id, f"relay {conversation_id}", event_id,
+                                conversation_id=conversation_id, digest=digest, now=now)
 
 
 async def start(conn: asyncpg.Connection, tenant_id: str, caller: Caller, message: IncomingMessage, *,
-                parent_id: str | None, now: datetime) -> Posted:
+                parent_id: str | None, now: datetime, relay: RelayTarget | None = None) -> Posted:
     """Start a conversation (``201``), or a Direct Conversation under ``parent_id`` (§7.10).
+
+    ``relay``: the relay mode's endpoint; the message's relay is written and claimed with it.
 
     A retried start (same message ID and content) answers the conversation it started,
     if the caller may read it now; a reused ID with other content is ``message_id_conflict``.
@@ -274,9 +320,9 @@ async def start(conn: asyncpg.Connection, tenant_id: str, caller: Caller, messag
                 opened = Transition(status=parent.status, responder=parent.responder,
                                     events=({"type": "direct_opened", "conversation_id": conversation_id},))
                 await _apply(conn, parent, opened, now, direct_child_id=conversation_id)
-            posted = await _receive(conn, created, caller, message, now)
+            posted = await _receive(conn, created, caller, message, now=now, relay=relay)
     if claimed:  # a concurrent request with the same message ID committed first: this one is its retry
-        return await start(conn, tenant_id, caller, message, parent_id=parent_id, now=now)
+        return await start(conn, tenant_id, caller, message, parent_id=parent_id, now=now, relay=relay)
     return posted
 
 
@@ -291,8 +337,10 @@ async def _replayed(conn: asyncpg.Connection, tenant_id: str, caller: Caller, sc
 
 
 async def post_message(conn: asyncpg.Connection, tenant_id: str, caller: Caller, conversation_id: str,
-                       message: IncomingMessage, *, now: datetime) -> Posted:
+                       message: IncomingMessage, *, now: datetime, relay: RelayTarget | None = None) -> Posted:
     """Continue a conversation (``202``); a retry of the same message adds nothing (PAP-7.3-01).
+
+    ``relay``: the relay mode's endpoint; the message's relay is written and claimed with it.
 
     Raises:
         ConversationRefused: not the caller's (404/403), closed or a Direct Conversation open
@@ -316,7 +364,7 @@ async def post_message(conn: asyncpg.Connection, tenant_id: str, caller: Caller,
             # Unreachable while the row is locked (the same conversation); another
             # conversation's message under this ID conflicts.
             _refuse(ProtocolError(ErrorCode.MESSAGE_ID_CONFLICT, "This message ID was used for another message."))
-        return await _receive(conn, conversation, caller, message, now)
+        return await _receive(conn, conversation, caller, message, now=now, relay=relay)
 
 
 async def handoff(conn: asyncpg.Connection, tenant_id: str, caller: Caller, conversation_id: str, *,

@@ -50,8 +50,10 @@ __all__ = ["ClaimedMessage", "DeliveredRecorder", "DeliveryReport", "SecretSourc
 
 _log = get_logger("frontdoor.webhooks")
 _tracer = trace.get_tracer("frontdoor.webhooks")
-# Events about delivery itself are not reported when they fail, or failures would echo.
-_NO_EXHAUSTION_EVENT = frozenset({"delivery.exhausted", "endpoint.disabled"})
+# Events about delivery itself are not reported when they fail, or failures would echo. A
+# conversation relay has one attempt and its failure is reported by its consequence (the
+# conversation queued for a person, `frontdoor_conversations.relay_delivery`).
+_NO_EXHAUSTION_EVENT = frozenset({"delivery.exhausted", "endpoint.disabled", "conversation.relay"})
 # An attempt's settle in one statement: its row, the message's next state while the claim is
 # still this one (compare-and-set; the answer is the message's ID, or none when the claim was
 # lost), and for a delivery ($17) the end of the endpoint's failure streak.

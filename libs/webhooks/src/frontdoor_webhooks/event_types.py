@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from frontdoor_core.errors import Invalid
 
-__all__ = ["EVENT_TYPES", "PERFORM", "TEST_EVENT", "validate_event_types"]
+__all__ = ["EVENT_TYPES", "PERFORM", "RELAY", "TEST_EVENT", "validate_event_types"]
 
 EVENT_TYPES: tuple[str, ...] = (
     "operation.proposed",
@@ -38,6 +38,9 @@ EVENT_TYPES: tuple[str, ...] = (
 
 PERFORM = "operation.perform"
 """The perform webhook's type: addressed to one endpoint, never subscribed to."""
+
+RELAY = "conversation.relay"
+"""A relayed conversation message: addressed to the tenant's relay endpoint, never subscribed to."""
 
 TEST_EVENT = "webhook.test"
 """A test event: sent to one endpoint on request, never subscribed to."""

@@ -30,7 +30,7 @@ from frontdoor_tenancy import audit
 from frontdoor_tenancy.actor import Actor
 
 from .event_payloads import payload_for
-from .event_types import EVENT_TYPES, PERFORM, TEST_EVENT
+from .event_types import EVENT_TYPES, PERFORM, RELAY, TEST_EVENT
 from .parking import hold_endpoint, in_transaction
 
 __all__ = [
@@ -54,8 +54,9 @@ __all__ = [
 
 NOTIFY_CHANNEL = "frontdoor_webhooks"
 MessageState = Literal["pending", "delivered", "exhausted", "aborted", "superseded"]
-Purpose = Literal["event", "perform"]
-_SENDABLE = frozenset({*EVENT_TYPES, PERFORM, TEST_EVENT})
+Purpose = Literal["event", "perform", "relay"]
+_SENDABLE = frozenset({*EVENT_TYPES, PERFORM, RELAY, TEST_EVENT})
+_PURPOSE_TYPES = {"perform": PERFORM, "relay": RELAY}
 _COLUMNS = ("id, tenant_id, endpoint_id, event_type, body, purpose, operation_id, state, attempts, next_attempt_at,"
             " created_at, delivered_at, last_status, superseded_at")
 
@@ -66,7 +67,7 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         id: ``msg_...``, sent as ``webhook-id``.
         body: The exact JSON text sent.
-        purpose: ``event`` (a subscription) or ``perform`` (the perform webhook).
+        purpose: ``event`` (a subscription), ``perform`` (the perform webhook) or ``relay`` (a conversation relay).
         operation_id: The operation a message is about, when it is about one.
         attempts: Attempts claimed so far.
         next_attempt_at: When the next attempt is due; None once finished.
@@ -126,9 +127,9 @@ async def enqueue_message(
     Args:
         tenant_id: The tenant owning the endpoint.
         endpoint_id: The receiving endpoint (any state; a disabled one's messages wait).
-        event_type: A catalogue type, ``operation.perform`` or ``webhook.test``.
+        event_type: A catalogue type, ``operation.perform``, ``conversation.relay`` or ``webhook.test``.
         data: The event's payload: identifiers and facts, never a token or secret.
-        purpose: ``event`` or ``perform``.
+        purpose: ``event``, ``perform`` or ``relay`` (a conversation relay, `frontdoor_conversations.relay`).
         operation_id: The operation this is about, if any (the ledger finds it by this).
         now: The message's time (body ``timestamp`` and first due time).
         message_id: A ``msg_`` ID the caller made with ``new_id("msg")`` and already wrote
@@ -143,8 +144,9 @@ async def enqueue_message(
     """
     if event_type not in _SENDABLE:
         raise Invalid("invalid_event_type", "Unknown webhook event type.", fields={"event_type": "unknown"})
-    if (purpose == "perform") != (event_type == PERFORM):
-        raise Invalid("invalid_purpose", "operation.perform, and only it, has the purpose perform.")
+    for special, special_type in _PURPOSE_TYPES.items():
+        if (purpose == special) != (event_type == special_type):
+            raise Invalid("invalid_purpose", f"{special_type}, and only it, has the purpose {special}.")
     message_id = message_id or new_id("msg")
     try:
         async with in_transaction(conn):

@@ -11,7 +11,7 @@
    SKIP LOCKED`` and the delivery lease, in one short transaction), as many as its
    shares have room for (`Lanes`: per endpoint, per tenant, in all), and starts an attempt
    at each on this loop: the engine's `deliver` (or `perform_message` for a perform
-   message) with the claim already taken, keep-alive connections per endpoint origin
+   message, `relay_message` for a conversation relay) with the claim already taken, keep-alive connections per endpoint origin
    (`DeliveryClient`: `SafeFetcher.post`'s rules on a lean HTTP/1.1 client), the
    endpoint's secrets from a short cache (`SecretCache`) and clean ``2xx`` answers
    recorded in batches (`DeliveredBatch`).
@@ -23,7 +23,8 @@
    takes at most ``max_connections`` of a shared webhook host's, never all of them.
 
 Several deliverers (replicas) take different rows; the ledger's fast path claims its
-perform message the same way, so one process sends a given attempt. A deliverer killed
+perform message the same way (and a conversation relay when it writes it), so one process
+sends a given attempt. A deliverer killed
 with SIGKILL loses nothing: its claims' leases end and the messages are claimed again.
 On SIGTERM it stops claiming, lets running attempts end (bounded by the webhook
 timeout) and hands back the claims it had not started.
@@ -43,6 +44,7 @@ from typing import Any, Final
 
 import asyncpg
 import structlog
+from frontdoor_conversations.relay_delivery import relay_message
 from frontdoor_core.clock import Clock, utc_now
 from frontdoor_core.db import create_pool
 from frontdoor_core.settings import Settings
@@ -232,6 +234,9 @@ class Deliverer:
             await perform_message(self._pool, self._redis, claimed.id, sender=sender, kek=self._kek,
                                   clock=self._clock, policy=self._policy, throttle=self._throttle, claimed=claimed,
                                   secrets=self._secrets)
+        elif claimed.purpose == "relay":  # a conversation relay whose ledger did not settle it (crashed)
+            await relay_message(self._pool, self._redis, claimed, sender=sender, kek=self._kek, clock=self._clock,
+                                policy=self._policy, throttle=self._throttle, secrets=self._secrets)
         else:
             await deliver(self._pool, claimed.id, sender=sender, kek=self._kek, clock=self._clock,
                           policy=self._policy, throttle=self._throttle, claimed=claimed, secrets=self._secrets,

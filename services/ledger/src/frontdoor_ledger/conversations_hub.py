@@ -8,13 +8,17 @@ request is answered. Whatever is not finished (a slow or failing company agent) 
 with the dispatcher's relay and workers, the same messages retried on the schedule, and
 the agent reads the reply later (a long poll or the stream).
 
-In the relay mode (``conversations.relay_endpoint_id``) this process also POSTs the agent's
-message to the company's own endpoint, signed with that endpoint's secret, and records the
-replies in its answer as the company's messages (`frontdoor_conversations.relay` is the
-contract). While a person answers (``responder: human``) nothing is relayed. A failure
+In the relay mode (``conversations.relay_endpoint_id``) the agent's message is written with
+its relay: a webhook message to the company's own endpoint, claimed by this process in the
+same transaction (`store`). This process then sends it at once, signed with that
+endpoint's secret, and records the replies in its answer as the company's messages in the
+attempt's settle (`frontdoor_conversations.relay_delivery`). Should this process die
+first, the claim's lease ends and a deliverer sends the relay instead (ADR 0006,
+addendum). While a person answers (``responder: human``) nothing is relayed. A failure
 (no answer within the webhook timeout, a refused address, not 2xx, not the contract)
 queues the conversation for a person, so the inbox lists it and the agent reads
-``queued``; the agent's own request has been answered within the reply budget either way.
+``queued``, and counts towards the endpoint's failure streak like any failed delivery;
+the agent's own request has been answered within the reply budget either way.
 """
 
 from __future__ import annotations
@@ -22,22 +26,21 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from frontdoor_conversations import ConversationRefused, ConversationWaiters, Posted, publish_changed, store
-from frontdoor_conversations.relay import RelayAnswer, RelayFailed, read_answer, relay_body, relay_message_id
-from frontdoor_core.errors import DomainError
+from frontdoor_conversations import ConversationWaiters, Posted, publish_changed
+from frontdoor_conversations.relay import RelayTarget
+from frontdoor_conversations.relay_delivery import relay_message
 from frontdoor_core.logging import get_logger
 from frontdoor_tenancy import issuer_settings
 from frontdoor_tenancy.credentials import Kek
 from frontdoor_tenancy.issuer_settings import HostedConversations
-from frontdoor_webhooks.delivery import deliver
+from frontdoor_webhooks.claims import extend_lease, release_claims
+from frontdoor_webhooks.delivery import ClaimedMessage, deliver
 from frontdoor_webhooks.delivery_policy import DeliveryPolicy
-from frontdoor_webhooks.endpoint_secrets import signing_secrets
-from frontdoor_webhooks.endpoints import get_endpoint
 from frontdoor_webhooks.rate_windows import PgThrottle
-from frontdoor_webhooks.sender import SafeSender, SendError, partitioned
-from frontdoor_webhooks.signing import webhook_headers
+from frontdoor_webhooks.sender import SafeSender, partitioned
 
 if TYPE_CHECKING:
     from .context import LedgerContext
@@ -96,93 +99,55 @@ class ConversationsHub:
             _log.exception("conversation_delivery_failed", message_id=message_id)
             return None
 
-    async def _post_relay(self, tenant_id: str, endpoint_id: str, data: dict[str, Any]) -> RelayAnswer:
-        ctx = self._ctx
-        now = ctx.now()
-        async with ctx.pool.acquire() as conn:
-            endpoint = await get_endpoint(conn, tenant_id, endpoint_id)
-            if not endpoint.enabled:
-                raise RelayFailed("the relay endpoint is disabled")
-            secrets = await signing_secrets(conn, tenant_id, endpoint_id, self._kek, now)
-        if endpoint.rate_limit_per_second is not None:
-            await self._take_turn(endpoint_id, endpoint.rate_limit_per_second)
-        body = relay_body(data, now)
-        headers = webhook_headers(secrets, relay_message_id(str(data["event_id"])), int(now.timestamp()), body)
-        answer = await partitioned(self._sender, tenant_id).post(endpoint.url, body, headers,
-                                                                 self._policy.timeout.total_seconds())
-        return read_answer(answer.status, answer.body, truncated=answer.truncated)
+    async def relay_target(self, tenant_id: str) -> RelayTarget | None:
+        """The relay mode's endpoint for ``store.start``/``post_message`` (None in the webhook mode)."""
+        endpoint_id = (await self.hosted(tenant_id)).relay_endpoint_id
+        return None if endpoint_id is None else RelayTarget(endpoint_id=endpoint_id, lease=self._policy.lease)
 
-    async def _take_turn(self, endpoint_id: str, per_second: int) -> None:
+    async def _take_turn(self, endpoint_id: str, per_second: int) -> bool:
         """The endpoint's ``rate_limit_per_second``, counted with its deliveries (one window across
-        senders); waiting longer than one delivery's timeout is a failure."""
+        senders); False when no turn came within one delivery's timeout."""
         budget = self._policy.timeout.total_seconds()
         waited = 0.0
         while (wait := await self._throttle.wait(endpoint_id, per_second)) > 0:
             waited += wait
             if waited > budget:
-                raise RelayFailed("the endpoint's rate limit left no turn within the timeout")
+                return False
             await asyncio.sleep(wait)
+        return True
 
-    async def _queue(self, tenant_id: str, conversation_id: str) -> None:
-        async with self._ctx.pool.acquire() as conn:
-            queued = await store.queue_for_person(conn, tenant_id, conversation_id, now=self._ctx.now())
-        if queued is not None:
-            await self.changed(tenant_id, conversation_id)
-
-    async def _record(self, tenant_id: str, conversation_id: str, event_id: str, answer: RelayAnswer) -> None:
-        """The answer's replies as the company agent's messages, in order; none once a person answers."""
+    async def _relay(self, claimed: ClaimedMessage) -> None:
+        """The fast path of a relay this process claimed when it wrote the agent's message."""
         ctx = self._ctx
-        last = len(answer.messages) - 1
-        async with ctx.pool.acquire() as conn:
-            for index, m in enumerate(answer.messages):
-                current = await store.find(conn, tenant_id, conversation_id)
-                if current is None or current.responder == "human":
-                    break  # a person took over meanwhile: they answer, not the relayed agent
-                try:
-                    await store.company_message(conn, tenant_id, conversation_id,
-                                                message_id=m.id or f"re-{event_id}-{index}", text=m.text,
-                                                data=m.data, sender="agent", done=answer.done and index == last,
-                                                now=ctx.now())
-                except ConversationRefused as exc:  # closed meanwhile, or an ID reused for another reply
-                    _log.warning("conversation_relay_reply_refused", conversation_id=conversation_id,
-                                 error=str(exc.error.code))
-                    break
-        if answer.messages:
-            await self.changed(tenant_id, conversation_id)
-        if answer.handoff:
-            await self._queue(tenant_id, conversation_id)
-
-    async def _relay(self, tenant_id: str, endpoint_id: str, data: dict[str, Any]) -> None:
-        conversation_id = str(data["conversation_id"])
-        try:
-            answer = await self._post_relay(tenant_id, endpoint_id, data)
-        except (RelayFailed, SendError, DomainError, ValueError) as exc:  # never the body or the secret
-            reason = exc.detail if isinstance(exc, SendError | DomainError) else str(exc)
-            _log.warning("conversation_relay_failed", conversation_id=conversation_id, endpoint_id=endpoint_id,
-                         reason=reason[:200])
-            await self._queue(tenant_id, conversation_id)
+        if claimed.rate_limit_per_second is not None and not await self._take_turn(
+                claimed.endpoint_id, claimed.rate_limit_per_second):
+            async with ctx.pool.acquire() as conn:  # no turn now: a deliverer sends it, paced
+                await release_claims(conn, [claimed])
+            _log.info("conversation_relay_deferred", message_id=claimed.id)
             return
-        await self._record(tenant_id, conversation_id, str(data["event_id"]), answer)
+        now = ctx.now()
+        if claimed.locked_until - now < self._policy.timeout + timedelta(seconds=1):
+            async with ctx.pool.acquire() as conn:  # the wait for a turn used part of the lease
+                renewed = await extend_lease(conn, claimed, now, self._policy.lease)
+            if renewed is None:
+                return  # the lease ended and a deliverer took the relay
+            claimed = renewed
+        await relay_message(ctx.pool, ctx.runtime.redis, claimed, sender=partitioned(self._sender, claimed.tenant_id),
+                            kek=self._kek, clock=ctx.runtime.clock, policy=self._policy, on_changed=self.changed)
 
-    async def _relay_task(self, tenant_id: str, endpoint_id: str, data: dict[str, Any]) -> None:
+    async def _relay_task(self, claimed: ClaimedMessage) -> None:
         try:
-            await self._relay(tenant_id, endpoint_id, data)
-        except Exception:  # e.g. a secret that does not decrypt: the agent's message is recorded
-            _log.exception("conversation_relay_crashed", conversation_id=data.get("conversation_id"))
-            try:
-                await self._queue(tenant_id, str(data["conversation_id"]))  # a person sees it in the inbox
-            except Exception:
-                _log.exception("conversation_relay_queue_failed", conversation_id=data.get("conversation_id"))
+            await self._relay(claimed)
+        except Exception:  # not settled: the lease ends and a deliverer sends the relay again
+            _log.exception("conversation_relay_crashed", message_id=claimed.id)
 
     async def deliver_and_wait(self, tenant_id: str, message_ids: Sequence[str], *,
                                posted: Posted | None = None) -> None:
         """Attempt each webhook message now (and the relay, in the relay mode); return when all
         are answered or at the reply budget."""
         jobs: list[Any] = [self._attempt(tenant_id, message_id) for message_id in message_ids]
-        if posted is not None and posted.relay_data is not None and posted.conversation.responder == "agent":
-            endpoint_id = (await self.hosted(tenant_id)).relay_endpoint_id
-            if endpoint_id is not None:
-                jobs.append(self._relay_task(tenant_id, endpoint_id, posted.relay_data))
+        if posted is not None and posted.relay is not None:
+            jobs.append(self._relay_task(posted.relay))
         if not jobs:
             return
         attempts = []

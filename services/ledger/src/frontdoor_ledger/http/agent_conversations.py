@@ -176,9 +176,11 @@ async def start_conversation(slug: FromPath[str], request: Request[Any, Any, Any
         return refusal(ProtocolError(ErrorCode.INVALID_REQUEST, "parent_conversation_id must be a conversation ID."),
                        caller=view)
     await _limit(ctx, f"ledger:cnv-start:{tenant.tenant_id}:{caller.session_id}", STARTS_PER_SESSION_PER_MINUTE)
+    relay = await hub.relay_target(tenant.tenant_id)
     try:
         async with ctx.pool.acquire() as conn:
-            posted = await store.start(conn, tenant.tenant_id, caller, message, parent_id=parent, now=ctx.now())
+            posted = await store.start(conn, tenant.tenant_id, caller, message, parent_id=parent, now=ctx.now(),
+                                       relay=relay)
     except ConversationRefused as exc:
         return _refused(exc, view)
     if not posted.replay:
@@ -197,9 +199,11 @@ async def post_message(slug: FromPath[str], conversation_id: FromPath[str], requ
     tenant, view, caller = await _caller(ctx, hub, slug, request)
     message = _message(await _body(request, view), view)
     await _limit(ctx, f"ledger:cnv:{shard(tenant.tenant_id)}:{conversation_id[:64]}", MESSAGES_PER_CONVERSATION_PER_MINUTE)
+    relay = await hub.relay_target(tenant.tenant_id)
     try:
         async with ctx.pool.acquire() as conn:
-            posted = await store.post_message(conn, tenant.tenant_id, caller, conversation_id, message, now=ctx.now())
+            posted = await store.post_message(conn, tenant.tenant_id, caller, conversation_id, message, now=ctx.now(),
+                                              relay=relay)
     except ConversationRefused as exc:
         return _refused(exc, view)
     if not posted.replay:

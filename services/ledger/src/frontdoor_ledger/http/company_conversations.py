@@ -28,7 +28,13 @@ from typing import Any, Literal
 
 import msgspec
 from frontdoor_conversations import Conversation, ConversationRefused, publish_delta, store
-from frontdoor_conversations.rules import IDENTIFIER, MAX_MESSAGE_BYTES
+from frontdoor_conversations.rules import (
+    IDENTIFIER,
+    MAX_DELTA_CHARS,
+    MAX_MESSAGE_BYTES,
+    authorization_event,
+    check_delta,
+)
 from frontdoor_core.errors import Invalid, NotFound
 from frontdoor_operations import ledger
 from frontdoor_operations.ledger import to_wire
@@ -191,8 +197,8 @@ async def delta(conversation_id: FromPath[str], company: LedgerTenant, state: St
     await _enabled(state, company)
     ctx: LedgerContext = state.ctx
     parsed: DeltaBody = _decode(body, DeltaBody)
-    if not IDENTIFIER.fullmatch(parsed.message_id) or not parsed.text or len(parsed.text) > 4000:
-        raise Invalid("invalid_request", "A delta needs a message_id and 1 to 4000 characters of text.")
+    if check_delta(parsed.message_id, parsed.text) is not None:  # display only (§7.6)
+        raise Invalid("invalid_request", f"A delta needs a message_id and 1 to {MAX_DELTA_CHARS} characters of text.")
     conversation = await _find(ctx, company, conversation_id)
     if conversation.status == "closed":
         return _error(409, "conversation_closed", "This conversation is closed.")
@@ -216,10 +222,10 @@ async def authorization(conversation_id: FromPath[str], company: LedgerTenant, s
                         body: bytes) -> Response[Any]:
     await _enabled(state, company)
     parsed: AuthorizationBody = _decode(body, AuthorizationBody)
-    if not parsed.scope.strip() or len(parsed.scope) > 1000:
+    draft = authorization_event(parsed.scope, parsed.error)  # PAP-7.11-01
+    if isinstance(draft, str):
         raise Invalid("invalid_request", "scope names the scopes to sign in for, space-separated.")
-    return await _event(state, company, conversation_id,
-                        {"type": "authorization", "error": parsed.error, "scope": parsed.scope})
+    return await _event(state, company, conversation_id, draft)
 
 
 @post("/{slug:str}/v1/conversations/{conversation_id:str}/user-requested", dependencies=_COMPANY, status_code=201)
