@@ -1,6 +1,7 @@
 """The human handoff inbox in a real browser (#16, PAP §7.9).
 
-An agent with a real Session (the issuer in-process) talks to the real ledger's hosted
+The admin turns hosted conversations on in the dashboard's Conversations settings form. An agent
+with a real Session (the issuer in-process) talks to the real ledger's hosted
 conversation endpoint and asks for a person; the conversation turns up in the admin's
 inbox without a reload; the admin assigns it to a colleague, takes it over and answers;
 the agent reads ``responder: human``, the name it was given and the reply, and its next
@@ -75,16 +76,19 @@ async def test_an_agent_asks_for_a_person_and_an_admin_answers(
 ) -> None:
     page = await context.new_page()
     slug, email = await _sign_up(page)
-    api_key = (await page.locator("#new-api-key").inner_text()).strip()
     await _sign_in(page, email)
     tenant_id = await _tenant_id(db, email)
     colleague = await _member(db, tenant_id, "admin")
     viewer = await _member(db, tenant_id, "viewer")
-    api = {"Authorization": f"Bearer {api_key}"}
-    current = await (await page.request.get("/api/v1/issuer", headers=api)).json()
-    wanted = {**current["settings"], "conversations": {"enabled": True}}
-    r = await page.request.put("/api/v1/issuer", data=wanted, headers=api)
-    assert r.status == 200, await r.text()
+    # The admin turns hosted conversations on in the dashboard's form (webhook events, 7 days kept).
+    await page.goto("/settings/conversations")
+    await page.check("input[name=enabled]")
+    await page.check("input[name=mode][value=webhook]")
+    await page.fill("input[name=retention_days]", "7")
+    await page.click("button:has-text('Save conversations settings')")
+    await expect(page.locator("[role=status]")).to_contain_text("Conversations settings saved")
+    stored = await db.fetchval("SELECT settings->'conversations' FROM issuer_settings WHERE tenant_id = $1", tenant_id)
+    assert stored == {"enabled": True, "retention_days": 7, "relay_endpoint_id": None}
 
     # The agent starts a Session at the real issuer and a conversation at the real ledger.
     issuer = f"{BROWSER_ISSUER}/{slug}"
