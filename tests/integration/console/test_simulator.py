@@ -2,8 +2,9 @@
 simulator's every request over HTTP through the SSRF-safe fetcher (the suite's MockWeb
 carries it to the issuer's and console's ASGI apps, as the network would).
 
-Covers: a green run for a well-configured tenant (discovery, signed-out Session PAP-4.5-01,
-revocation RFC 7009, the next request refused), the publish check's finding codes for a
+Covers: a run for a well-configured tenant without Device Sign-In (discovery, signed-out
+Session PAP-4.5-01, the sign-in step's finding; the signed-in steps are in
+``test_simulator_sign_in.py``), the publish check's finding codes for a
 wrong or missing poppy.json, no secret in the rendered page, viewers read-only, and
 another tenant's admin never seeing or running it.
 """
@@ -41,7 +42,7 @@ def route_to(web: MockWeb, client: AsyncTestClient[Any], url: str) -> None:
 
 
 async def wire(web: MockWeb, console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], t: TenantHandle) -> None:
-    for path in ("oauth/token", "oauth/revoke", "feedback"):
+    for path in ("oauth/token", "oauth/revoke", "oauth/device", "feedback"):
         route_to(web, issuer, f"{BASE}/{t.slug}/{path}")
     # The console's public CIMD and JWKS, as it serves them, published where the issuer fetches them
     # (the console is not re-entered while it handles the run).
@@ -53,6 +54,11 @@ async def wire(web: MockWeb, console: AsyncTestClient[Any], issuer: AsyncTestCli
 
 def steps(page: str) -> dict[str, str]:
     return dict(re.findall(r'data-step="(\w+)" data-ok="(\w+)"', page))
+
+
+def statuses(page: str) -> dict[str, str]:
+    """Each step's outcome as the page names it (passed, failed, informational, not_run)."""
+    return dict(re.findall(r'data-step="(\w+)" data-ok="\w+" data-status="(\w+)"', page))
 
 
 def codes(page: str) -> list[str]:
@@ -74,11 +80,11 @@ async def test_a_well_configured_tenant_runs_green_and_no_secret_is_shown(
     r = await run(console, tenant)
     assert r.status_code == 200, r.text
     ran = steps(r.text)
-    assert {k: ran[k] for k in ("discovery", "session", "revoke")} == {"discovery": "yes", "session": "yes",
-                                                                       "revoke": "yes"}, codes(r.text)
-    # The fourth step runs and shows the issuer's answer: revoking a Session Token changes nothing
-    # (RFC 7009 §2.2, PAP §4.9), so a signed-out Session stays live: informational, not a failure.
-    assert ran["refused"] == "skipped" and "informational" in r.text and "Accepted (202)" in r.text
+    assert {k: ran[k] for k in ("discovery", "session")} == {"discovery": "yes", "session": "yes"}, codes(r.text)
+    # Without Device Sign-In offered the run ends at the sign-in step: informational, with the finding
+    # that says how to turn it on (the signed-in steps are in test_simulator_sign_in.py).
+    assert statuses(r.text)["signin"] == "informational" and codes(r.text) == ["device_sign_in_not_offered"]
+    assert statuses(r.text)["revoke"] == "not_run"
     assert f"{BASE}/{tenant.slug}/oauth/token" in r.text
     # The issuer really fetched the simulator's CIMD from the console, over HTTP.
     client_id = f"{CONSOLE}/simulator/{tenant.slug}/agent.json"
@@ -93,7 +99,7 @@ async def test_a_well_configured_tenant_runs_green_and_no_secret_is_shown(
     secrets += [form["client_assertion"], form["assertion"]]
     row = await db.fetchrow("SELECT key_ciphertext FROM simulator_agents WHERE tenant_id = $1", tenant.id)
     assert row is not None
-    assert len(secrets) >= 4
+    assert len(secrets) >= 3
     for s in secrets:
         assert s not in r.text
         assert s.rsplit(".", 1)[-1] not in r.text  # no signature either
@@ -117,8 +123,8 @@ async def test_a_wrong_domain_in_poppy_json_gives_the_publish_check_code(
     assert found, r.text
     report = (await console.post(f"/api/v1/domains/{domain}/publish-check", headers=tenant.auth)).json()
     assert found == [f["code"] for f in report["findings"]]  # the same codes as the publish check
-    assert steps(r.text) == {"discovery": "no", "session": "skipped", "api": "skipped", "revoke": "skipped",
-                             "refused": "skipped"}
+    assert steps(r.text) == {"discovery": "no", "session": "skipped", "api": "skipped", "signin": "skipped",
+                             "revoke": "skipped", "refused": "skipped"}
     assert 'href="/domains"' in r.text and "poppy-json.md" in r.text
 
 

@@ -20,7 +20,7 @@ from litestar.testing import AsyncTestClient
 from northwind import NorthwindConfig, create_app
 
 from tests.integration.conftest import TenantHandle
-from tests.integration.console.test_simulator import codes, route_to, run, steps, wire
+from tests.integration.console.test_simulator import codes, route_to, run, statuses, steps, wire
 from tests.integration.issuer.test_pap10_publish_check import publish_all
 from tests.integration.northwind.test_account_page import forwarding_client
 from tests.integration.signin.conftest import configure, resource_credential
@@ -75,7 +75,7 @@ async def test_the_first_openapi_operation_is_called_with_the_session(
     r = await run(console, tenant)
     ran = steps(r.text)
     assert ran["session"] == "yes" and ran["api"] == "yes", (codes(r.text), _step(r.text, "api"))
-    assert ran["revoke"] == "yes"  # the run goes on after the call
+    assert statuses(r.text)["signin"] == "informational"  # the run goes on after the call
     api = _step(r.text, "api")
     assert f"GET {northwind}/api/products answered 200" in api
     assert f"<code>GET {northwind}/openapi.json</code>" in api and f"<code>GET {northwind}/api/products</code>" in api
@@ -144,7 +144,8 @@ async def test_a_refusal_asking_for_a_sign_in_is_informational(
     _refusing(web, origin, 401, 'DPoP error="sign_in_required", scope="orders:read", algs="ES256"')
     r = await run(console, tenant)
     ran = steps(r.text)
-    assert ran["api"] == "skipped" and ran["revoke"] == "yes" and codes(r.text) == []
+    assert ran["api"] == "skipped" and statuses(r.text)["signin"] == "informational"
+    assert codes(r.text) == ["device_sign_in_not_offered"]  # the run went on to the sign-in
     api = _step(r.text, "api")
     assert "informational" in api and "401 sign_in_required" in api and "scope=orders:read" in api
 
@@ -167,5 +168,6 @@ async def test_an_openapi_document_too_large_to_read_is_informational(
     web.serve(f"{origin}/openapi.json", body=b'{"openapi": "3.1.0", "x": "' + b"a" * 200_000 + b'"}')
     r = await run(console, tenant)
     ran = steps(r.text)
-    assert ran["api"] == "skipped" and ran["revoke"] == "yes" and codes(r.text) == []
+    assert ran["api"] == "skipped" and statuses(r.text)["signin"] == "informational"
+    assert codes(r.text) == ["device_sign_in_not_offered"]  # the run went on to the sign-in
     assert "larger than the simulator reads" in _step(r.text, "api")

@@ -101,5 +101,10 @@ async def test_the_simulator_counts_nowhere_and_is_marked_in_the_lists(
     assert _badged(listed, simulator) and not _badged(listed, agent.client_id)
     operations = (await console.get("/operations")).text
     assert _badged(operations, simulator) and not _badged(operations, agent.client_id)
-    feedback = (await console.get("/feedback")).text  # the run's request after revocation was a feedback report
+    session_id = await db.fetchval("SELECT id FROM pap_sessions WHERE tenant_id = $1 AND client_id = $2",
+                                   tenant.id, simulator)
+    await db.execute("INSERT INTO feedback (tenant_id, id, session_id, client_id, user_id, kind, body)"
+                     " VALUES ($1, $2, $3, $4, 'u', 'other', $5)", tenant.id, new_id("evt"), session_id, simulator,
+                     {"task": "simulator check", "description": "a report under the simulator's client_id"})
+    feedback = (await console.get("/feedback")).text
     assert _badged(feedback, simulator)

@@ -55,23 +55,23 @@ async def test_a_run_is_recorded_listed_and_shown_without_secrets(
     assert row["started_at"] <= row["finished_at"] and row["ok"] is True
     stored = row["steps"]
     assert [(s["key"], s["status"]) for s in stored] == [
-        ("discovery", "passed"), ("session", "passed"), ("api", "not_run"), ("revoke", "passed"),
-        ("refused", "informational")]
+        ("discovery", "passed"), ("session", "passed"), ("api", "not_run"), ("signin", "informational"),
+        ("revoke", "not_run"), ("refused", "not_run")]
     assert all(s["duration_ms"] > 0 for s in stored if s["status"] != "not_run")
     assert all(set(x) == {"method", "url", "status", "elapsed_ms", "error"} for s in stored for x in s["exchanges"])
     assert any(x["url"].endswith(f"/{tenant.slug}/oauth/token") and x["status"] == 200
                for x in stored[1]["exchanges"])
 
     secrets = _sent_secrets(web)
-    assert len(secrets) >= 8
+    assert len(secrets) >= 4
     whole_row = str(dict(row))
     page = await console.get(f"/simulator-runs/{rid}")
     assert page.status_code == 200
     for s in secrets:
         assert s not in whole_row and s not in page.text
     assert '"d"' not in whole_row and "[redacted]" not in whole_row  # nothing redacted: never stored at all
-    assert steps(page.text) == {"discovery": "yes", "session": "yes", "api": "skipped", "revoke": "yes",
-                                "refused": "skipped"}
+    assert steps(page.text) == {"discovery": "yes", "session": "yes", "api": "skipped", "signin": "skipped",
+                                "revoke": "skipped", "refused": "skipped"}
     assert f"{tenant.slug}/oauth/token" in page.text and tenant.email in page.text
 
     listing = await console.get("/simulator")

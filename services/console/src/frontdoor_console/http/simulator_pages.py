@@ -1,9 +1,13 @@
 """The agent simulator (``/simulator``): admins and owners run it, viewers read the page.
 
 ``GET /simulator`` shows the simulator's identity, a Run button and the latest runs;
-``POST /simulator`` (write permission, so a viewer gets 403) runs every step, keeps the run
-in the history (`frontdoor_console.simulator.history`) and renders the exchanges
-server-side (no JavaScript). ``GET /simulator-runs/{id}`` is one stored run (any role; a
+``POST /simulator`` (write permission, so a viewer gets 403) runs the steps up to Device
+Sign-In and renders the exchanges server-side (no JavaScript needed). The run then waits,
+KEK-encrypted in Redis (`frontdoor_console.simulator.pending`), while the admin signs in as
+a test user in another tab; ``POST /simulator-runs/{id}/continue`` (the page's button, and
+htmx's poll of it at the issuer's interval) polls once when due and, once the sign-in is
+granted, denied or expired, runs the last steps and keeps the run in the history
+(`frontdoor_console.simulator.history`). ``GET /simulator-runs/{id}`` is one stored run (any role; a
 run of another tenant is a 404). ``GET /simulator/{slug}/agent.json`` and ``jwks.json`` are
 the simulator agent's public Client ID Metadata Document and keys, fetched by the issuer
 like any agent's.
@@ -11,9 +15,11 @@ like any agent's.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from frontdoor_core.errors import NotFound
+from frontdoor_core.ids import new_id
 from frontdoor_tenancy import tenants
 from litestar import Response, Router, get, post
 from litestar.datastructures import State
@@ -22,7 +28,19 @@ from litestar.params import FromPath
 from litestar.response import Template
 
 from ..access import PUBLIC, opt
-from ..simulator import LISTED, get_run, latest_runs, load_identity, record_run, register_client_id, simulate, status_of
+from ..simulator import (
+    LISTED,
+    PendingRun,
+    PendingRuns,
+    get_run,
+    latest_runs,
+    load_identity,
+    record_run,
+    register_client_id,
+    resume,
+    simulate,
+    status_of,
+)
 from .deps import ctx_of
 from .page import EXCEPTION_HANDLERS, Console, provide_console
 
@@ -42,7 +60,31 @@ async def _page(console: Console, state: State, identity: Any, **context: Any) -
     async with ctx_of(state).pool.acquire() as conn:
         runs = await latest_runs(conn, console.tenant.id, limit=LISTED)
     return console.page("simulator.html", nav="simulator", identity=identity, runs=runs,
-                        listed=LISTED, status_of=status_of, **{"steps": None, "run_id": None, **context})
+                        listed=LISTED, status_of=status_of,
+                        **{"steps": None, "run_id": None, "prompt": None, "notice": None, **context})
+
+
+def _pending(state: State) -> PendingRuns:
+    ctx = ctx_of(state)
+    return PendingRuns(ctx.redis, ctx.kek)
+
+
+def _prompt(run: PendingRun, now: datetime) -> dict[str, Any]:
+    """What the page shows of a waiting sign-in: the links and user code, never the device code."""
+    wait = run.wait
+    at = int(now.timestamp())
+    return {"run_id": run.run_id, "user_code": wait.device.user_code, "verification_uri": wait.device.verification_uri,
+            "verification_uri_complete": wait.device.verification_uri_complete,
+            "expires_at": datetime.fromtimestamp(wait.expires_at, UTC), "poll_s": wait.interval,
+            "next_in_s": max(0, wait.next_poll_at - at), "polls": wait.polls}
+
+
+async def _finish(console: Console, state: State, run: PendingRun) -> str:
+    ctx = ctx_of(state)
+    async with ctx.pool.acquire() as conn:
+        return await record_run(conn, console.tenant.id, run.steps, member_id=run.member_id,
+                                member_email=run.member_email, started_at=run.started_at, finished_at=ctx.now(),
+                                run_id=run.run_id)
 
 
 @get("/simulator")
@@ -60,12 +102,51 @@ async def run_simulator(console: Console, state: State) -> Template:
     async with ctx.pool.acquire() as conn:
         # Before its first request: the funnel and metering leave this client_id out.
         await register_client_id(conn, console.tenant.id, identity.client_id, now=started)
-        steps = await simulate(conn, identity, ctx.fetcher, tenant_id=console.tenant.id, slug=console.tenant.slug,
-                               base_url=ctx.settings.issuer_base_url, now=started, dev=ctx.settings.is_dev)
-        run_id = await record_run(conn, console.tenant.id, steps, member_id=console.session.admin.id,
-                                  member_email=console.session.admin.email, started_at=started,
-                                  finished_at=ctx.now())
-    return await _page(console, state, identity, steps=steps, run_id=run_id)
+        steps, wait = await simulate(conn, identity, ctx.fetcher, tenant_id=console.tenant.id,
+                                     slug=console.tenant.slug, base_url=ctx.settings.issuer_base_url, now=started,
+                                     dev=ctx.settings.is_dev)
+    run = PendingRun(run_id=new_id("sim"), tenant_id=console.tenant.id, member_id=console.session.admin.id,
+                     member_email=console.session.admin.email, started_at=started, steps=steps,
+                     wait=wait) if wait is not None else None
+    if run is None:
+        async with ctx.pool.acquire() as conn:
+            run_id = await record_run(conn, console.tenant.id, steps, member_id=console.session.admin.id,
+                                      member_email=console.session.admin.email, started_at=started,
+                                      finished_at=ctx.now())
+        return await _page(console, state, identity, steps=steps, run_id=run_id)
+    await _pending(state).save(run, now=int(started.timestamp()))
+    return await _page(console, state, identity, steps=steps, prompt=_prompt(run, started))
+
+
+@post("/simulator-runs/{run_id:str}/continue")
+async def continue_run(run_id: FromPath[str], console: Console, state: State) -> Template:
+    """Poll a waiting run's sign-in once (when due); finish the run once it is over."""
+    ctx = ctx_of(state)
+    console.require("write")
+    identity = await _identity(state, console.tenant.id, console.tenant.slug)
+    run_id = run_id[:64]
+    pending = _pending(state)
+    run = await pending.load(console.tenant.id, run_id)
+    if run is None:
+        async with ctx.pool.acquire() as conn:
+            done = await get_run(conn, console.tenant.id, run_id)
+        if done is None:
+            raise NotFound("not_found", "No such simulator run waiting for its sign-in (it may have expired).")
+        return await _page(console, state, identity, run_id=run_id, notice="finished")
+    if not await pending.lock(console.tenant.id, run_id):
+        return await _page(console, state, identity, steps=run.steps, prompt=_prompt(run, ctx.now()))
+    try:
+        now = ctx.now()
+        over = await resume(run, identity, ctx.fetcher, slug=console.tenant.slug,
+                            base_url=ctx.settings.issuer_base_url, now=now)
+        if not over:
+            await pending.save(run, now=int(now.timestamp()))
+            return await _page(console, state, identity, steps=run.steps, prompt=_prompt(run, now))
+        await _finish(console, state, run)
+        await pending.drop(console.tenant.id, run_id)
+    finally:
+        await pending.unlock(console.tenant.id, run_id)
+    return await _page(console, state, identity, steps=run.steps, run_id=run_id)
 
 
 @get("/simulator-runs/{run_id:str}")
@@ -99,6 +180,6 @@ async def simulator_jwks(slug: str, state: State) -> Response[Any]:
 
 
 public_routes = [simulator_metadata, simulator_jwks]
-router = Router(path="/", route_handlers=[simulator_page, run_simulator, simulator_run],
+router = Router(path="/", route_handlers=[simulator_page, run_simulator, continue_run, simulator_run],
                 dependencies={"console": Provide(provide_console)}, exception_handlers=EXCEPTION_HANDLERS,
                 include_in_schema=False)

@@ -6,11 +6,15 @@ from __future__ import annotations
 from .exchange import REDACTED, DecodedJwt, Exchange, RecordingFetcher
 from .history import LISTED, RunRecord, StoredStep, get_run, latest_runs, record_run, status_of
 from .identity import SOFTWARE_ID, SimulatorIdentity, client_id_for, is_simulator, load_identity, register_client_id
-from .run import simulate
+from .pending import PendingRun, PendingRuns, SignInWait
+from .run import resume, simulate
 from .step import Step, StepFinding
 
 __all__ = [
     "LISTED",
+    "PendingRun",
+    "PendingRuns",
+    "SignInWait",
     "REDACTED",
     "SOFTWARE_ID",
     "DecodedJwt",
@@ -28,6 +32,7 @@ __all__ = [
     "load_identity",
     "record_run",
     "register_client_id",
+    "resume",
     "simulate",
     "status_of",
 ]

@@ -1,9 +1,11 @@
 """The simulator's agent client: what any personal agent sends, built with joserfc.
 
 A signed-out Session (PAP §4.5: the jwt-bearer grant, ``private_key_jwt`` client
-authentication, a DPoP proof, RFC 9449 nonce retry), revocation (RFC 7009, PAP §4.9) and a
-resource request with the Session Token and its proof (the issuer's feedback endpoint,
-PAP §8). Every request goes over HTTP through the SSRF-safe fetcher.
+authentication, a DPoP proof, RFC 9449 nonce retry), Device Sign-In (PAP §4.6: the device
+authorization request, RFC 8628 §3.1, and the ``device_code`` grant's poll, §3.4),
+revocation (RFC 7009, PAP §4.9), a refresh with the Account Token and a resource request
+with the Session Token and its proof (the issuer's feedback endpoint, PAP §8). Every request
+goes over HTTP through the SSRF-safe fetcher.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from joserfc.jwk import ECKey
 from .exchange import DecodedJwt, RecordingFetcher, redact_form
 from .identity import SimulatorIdentity
 
-__all__ = ["CLIENT_ASSERTION_TYPE", "JWT_BEARER", "SimulatorAgent", "error_of"]
+__all__ = ["CLIENT_ASSERTION_TYPE", "DEVICE_CODE", "JWT_BEARER", "SimulatorAgent", "error_of"]
 
 JWT_BEARER: Final = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+DEVICE_CODE: Final = "urn:ietf:params:oauth:grant-type:device_code"
 CLIENT_ASSERTION_TYPE: Final = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 _FORM: Final = "application/x-www-form-urlencoded"
 
@@ -36,13 +39,19 @@ def _b64(data: bytes) -> str:
 class SimulatorAgent:
     """One run's agent: the tenant's simulator identity and a fresh DPoP key."""
 
-    def __init__(self, identity: SimulatorIdentity, http: RecordingFetcher, *, now: int, user_id: str) -> None:
+    def __init__(self, identity: SimulatorIdentity, http: RecordingFetcher, *, now: int, user_id: str,
+                 dpop_jwk: dict[str, Any] | None = None, nonce: str | None = None) -> None:
         self.identity = identity
         self.http = http
         self.now = now
         self.user_id = user_id
-        self.dpop_key = ECKey.generate_key("P-256")
-        self.nonce: str | None = None
+        # A run resumed after its sign-in keeps its DPoP key: its tokens are bound to it (RFC 9449 §6).
+        self.dpop_key = ECKey.import_key(dpop_jwk) if dpop_jwk is not None else ECKey.generate_key("P-256")
+        self.nonce: str | None = nonce
+
+    def dpop_private_jwk(self) -> dict[str, Any]:
+        """The DPoP key, private part included (kept only encrypted, `frontdoor_console.simulator.pending`)."""
+        return dict(self.dpop_key.as_dict(private=True))
 
     def _sign(self, claims: dict[str, Any]) -> str:
         return jwt.encode({"alg": "ES256", "kid": self.identity.kid}, claims, self.identity.key)
@@ -77,21 +86,47 @@ class SimulatorAgent:
         ``extra``: more form parameters (``resource`` and ``session_id`` for an MCP server's
         token, RFC 8707, PAP §4.3).
         """
-        result: FetchResult | None = None
-        for _ in range(2):
-            form = {"grant_type": JWT_BEARER, **self.client_auth(issuer), "assertion": self._sign({
+        def form() -> dict[str, str]:
+            return {"grant_type": JWT_BEARER, "assertion": self._sign({
                 "iss": self.identity.client_id, "sub": self.user_id, "aud": issuer, "iat": self.now,
                 "exp": self.now + 120, "jti": secrets.token_urlsafe(16)}), **(extra or {})}
-            result = await self._post_form(token_endpoint, form, {"DPoP": self.dpop("POST", token_endpoint)})
+
+        return await self.token(issuer, token_endpoint, form)
+
+    async def token(self, issuer: str, token_endpoint: str, form: Any) -> FetchResult:
+        """A client-authenticated token request with a DPoP proof, retried once with the server's nonce.
+
+        ``form`` is the grant's parameters, or a callable making them (a fresh assertion per try).
+        """
+        result: FetchResult | None = None
+        for _ in range(2):
+            params = form() if callable(form) else form
+            result = await self._post_form(token_endpoint, {**params, **self.client_auth(issuer)},
+                                           {"DPoP": self.dpop("POST", token_endpoint)})
             self.nonce = result.headers.get("dpop-nonce", self.nonce)
             if not (result.status == 400 and _error(result) == "use_dpop_nonce"):
                 break
         assert result is not None
         return result
 
-    async def revoke(self, issuer: str, revocation_endpoint: str, token: str) -> FetchResult:
+    async def device_authorization(self, issuer: str, endpoint: str, scope: str) -> FetchResult:
+        """Start Device Sign-In (RFC 8628 §3.1, PAP §4.6): client-authenticated, no DPoP."""
+        return await self._post_form(endpoint, {**self.client_auth(issuer), "scope": scope}, {})
+
+    async def poll_device(self, issuer: str, token_endpoint: str, device_code: str, session_id: str) -> FetchResult:
+        """One poll of the ``device_code`` grant (RFC 8628 §3.4) for the Session ``session_id``."""
+        return await self.token(issuer, token_endpoint, {"grant_type": DEVICE_CODE, "device_code": device_code,
+                                                         "session_id": session_id})
+
+    async def refresh(self, issuer: str, token_endpoint: str, account_token: str, session_id: str) -> FetchResult:
+        """Sign in again with the Account Token (the ``refresh_token`` grant)."""
+        return await self.token(issuer, token_endpoint, {"grant_type": "refresh_token",
+                                                         "refresh_token": account_token, "session_id": session_id})
+
+    async def revoke(self, issuer: str, revocation_endpoint: str, token: str, hint: str | None = None
+                     ) -> FetchResult:
         """RFC 7009 revocation of ``token``, client-authenticated."""
-        form = {"token": token, **self.client_auth(issuer)}
+        form = {"token": token, **({"token_type_hint": hint} if hint else {}), **self.client_auth(issuer)}
         return await self._post_form(revocation_endpoint, form, {})
 
     async def call(self, url: str, token: str, body: dict[str, Any], *, scheme: str = "DPoP",

@@ -85,9 +85,12 @@ def _steps(raw: object) -> list[StoredStep]:
 
 
 async def record_run(conn: asyncpg.Connection, tenant_id: str, steps: list[Step], *, member_id: str,
-                     member_email: str, started_at: datetime, finished_at: datetime) -> str:
-    """Store a finished run (and drop the tenant's runs past the latest `KEPT`); its ID."""
-    run_id = new_id("sim")
+                     member_email: str, started_at: datetime, finished_at: datetime, run_id: str | None = None) -> str:
+    """Store a finished run (and drop the tenant's runs past the latest `KEPT`); its ID.
+
+    ``run_id``: the ID a run waiting for its sign-in was given when it started.
+    """
+    run_id = run_id or new_id("sim")
     stored = [StoredStep.of(s) for s in steps]
     ok = all(s.status != "failed" for s in stored)
     async with conn.transaction():

@@ -6,9 +6,12 @@
 2. a signed-out Session at the issuer's token endpoint (PAP §4.5, PAP-4.5-01);
 3. a call with it to the first API (or MCP server) listed in ``poppy.json``
    (`frontdoor_console.simulator.api_call`, PAP §6);
-4. revocation of its Session Token (RFC 7009, PAP §4.9);
-5. the next request with that token: a signed-out Session stays live (revoking a Session
-   Token changes nothing, RFC 7009 §2.2); the refusal needs a signed-in Session (left).
+4. Device Sign-In (`frontdoor_console.simulator.sign_in`, PAP §4.6): the run `simulate`
+   starts stops here with a `SignInWait`, the admin signs in as a test user in another tab,
+   and `resume` polls (each continue of the page, at the issuer's interval) until the
+   Account Token is granted;
+5. revocation of that Account Token (RFC 7009, PAP §4.9): its sign-in ends;
+6. the next request with it, a refresh, is refused (``400 invalid_grant``).
 
 A step that fails says what is wrong and where to fix it; the steps after it do not run
 (an agent would stop there too).
@@ -31,9 +34,11 @@ from .agent import SimulatorAgent, error_of
 from .api_call import call_first_api
 from .exchange import Exchange, RecordingFetcher
 from .identity import SimulatorIdentity
+from .pending import PendingRun, SignInWait, expired
+from .sign_in import judge_poll, start_device_sign_in
 from .step import Step, StepFinding
 
-__all__ = ["Step", "StepFinding", "simulate"]
+__all__ = ["Step", "StepFinding", "resume", "simulate"]
 
 _AGENTS_SETTING: Final = "/agents"
 _DOMAINS_SETTING: Final = "/domains"
@@ -44,8 +49,13 @@ def _steps() -> list[Step]:
     return [Step(key="discovery", title="Discovery: poppy.json and the issuer metadata"),
             Step(key="session", title="A signed-out Session at the token endpoint"),
             Step(key="api", title="A call to your first listed API or MCP server"),
-            Step(key="revoke", title="Revocation of the Session Token"),
-            Step(key="refused", title="The next request with the revoked token is refused")]
+            Step(key="signin", title="Device Sign-In at your login page"),
+            Step(key="revoke", title="Revocation of the Account Token"),
+            Step(key="refused", title="The next request with the revoked Account Token is refused")]
+
+
+_KEPT_POLLS = 3
+"""A waiting sign-in step shows its first requests and the latest polls only."""
 
 
 def _take(http: RecordingFetcher) -> list[Exchange]:
@@ -98,15 +108,15 @@ def _token_of(body: bytes) -> str | None:
 
 
 async def simulate(conn: asyncpg.Connection, identity: SimulatorIdentity, fetcher: Any, *, tenant_id: str,
-                   slug: str, base_url: str, now: datetime, dev: bool) -> list[Step]:
-    """Run every step against the tenant's live configuration; the steps with their exchanges."""
+                   slug: str, base_url: str, now: datetime, dev: bool) -> tuple[list[Step], SignInWait | None]:
+    """Run the steps up to the sign-in; the steps, and what the run waits with when it waits for it."""
     steps = _steps()
-    discovery, session, api, revoke, refused = steps
+    discovery, session, api, signin, _, _ = steps
     http = RecordingFetcher(fetcher)
     await _discover(conn, discovery, http, tenant_id, base_url=base_url, now=now, dev=dev)
     discovery.exchanges = _take(http)
     if not discovery.ok:
-        return steps
+        return steps, None
     urls = issuer_profile.issuer_urls(base_url, slug)
     stored = await issuer_settings.get_settings(conn, tenant_id)
     if not stored.settings.protocol.serves("0.2"):
@@ -115,17 +125,18 @@ async def simulate(conn: asyncpg.Connection, identity: SimulatorIdentity, fetche
             code="session_grant_not_served", source="frontdoor",
             message="Your issuer serves PAP 1.0 only; this slice of the simulator plays a PAP 0.2 Session.",
             hint="Serve 0.2 as well to run the Session steps here.", doc="pap-1.0.md", setting=_SETTINGS))
-        return steps
+        return steps, None
     agent = SimulatorAgent(identity, http, now=int(now.timestamp()), user_id=f"simulator-{secrets.token_hex(4)}")
     try:
         answer = await agent.start_session(urls.issuer, urls.token_endpoint)
     except FetchError as exc:
         session.exchanges = _take(http)
         _fetch_failed(session, exc)
-        return steps
+        return steps, None
     session.exchanges = _take(http)
     token = _token_of(answer.body) if answer.status == 200 else None
-    if token is None:
+    session_id = _member(answer.body, "session_id")
+    if token is None or session_id is None:
         code = error_of(answer) or f"http_{answer.status}"
         session.ok = False
         session.findings.append(StepFinding(
@@ -133,47 +144,126 @@ async def simulate(conn: asyncpg.Connection, identity: SimulatorIdentity, fetche
             message=f"The token endpoint refused the simulator's Session ({answer.status} {code}).",
             hint="Check your agent policy lets the simulator in (its client_id is shown above) and that the "
                  "issuer serves the jwt-bearer grant.", doc="sessions.md", setting=_AGENTS_SETTING))
-        return steps
+        return steps, None
     session.ok = True
     session.summary = f"Session started for User ID {agent.user_id} (signed out)."
     await call_first_api(api, agent, list(stored.settings.apis), token=token, issuer=urls.issuer,
-                         token_endpoint=urls.token_endpoint, session_id=_member(answer.body, "session_id"))
+                         token_endpoint=urls.token_endpoint, session_id=session_id)
     api.exchanges = _take(http)
     if api.ok is False:
-        return steps
+        return steps, None
     try:
-        answer = await agent.revoke(urls.issuer, urls.revocation_endpoint, token)
+        started = await start_device_sign_in(signin, agent, issuer=urls.issuer, metadata_url=urls.metadata,
+                                             scopes=list(stored.settings.device.scopes))
+    except FetchError as exc:
+        signin.exchanges = _take(http)
+        _fetch_failed(signin, exc)
+        return steps, None
+    signin.exchanges = _take(http)
+    if started is None:
+        return steps, None
+    at = int(now.timestamp())
+    signin.summary = "Waiting for you to sign in as a test user (open the link below in a new tab)."
+    return steps, SignInWait(user_id=agent.user_id, session_id=session_id, session_token=token,
+                             dpop_jwk=agent.dpop_private_jwk(), dpop_nonce=agent.nonce, device=started,
+                             interval=max(1, started.interval), expires_at=at + started.expires_in,
+                             next_poll_at=at + max(1, started.interval))
+
+
+async def resume(run: PendingRun, identity: SimulatorIdentity, fetcher: Any, *, slug: str, base_url: str,
+                 now: datetime) -> bool:
+    """Go on with a run waiting for its sign-in: poll once if due; True when the run is over.
+
+    Never polls before the interval the issuer set (RFC 8628 §3.5), so pressing continue
+    early, or the page's own poll, never earns a ``slow_down``; one that comes anyway adds
+    5 s to the interval, as the issuer does.
+    """
+    steps, wait = run.steps, run.wait
+    signin, revoke, refused = (next(s for s in steps if s.key == k) for k in ("signin", "revoke", "refused"))
+    at = int(now.timestamp())
+    if expired(wait, now):
+        signin.ok = False
+        signin.findings.append(StepFinding(
+            code="expired_token", source="simulator", requirement="PAP-4.6",
+            message="The device code expired before the sign-in was finished.",
+            hint="Run the simulator again and finish signing in within the time shown.",
+            doc="sign-in.md#device-sign-in-as-the-user-sees-it"))
+        return True
+    if at < wait.next_poll_at:
+        return False
+    http = RecordingFetcher(fetcher)
+    agent = SimulatorAgent(identity, http, now=at, user_id=wait.user_id, dpop_jwk=wait.dpop_jwk,
+                           nonce=wait.dpop_nonce)
+    urls = issuer_profile.issuer_urls(base_url, slug)
+    try:
+        answer = await agent.poll_device(urls.issuer, urls.token_endpoint, wait.device.device_code, wait.session_id)
+    except FetchError as exc:
+        signin.exchanges += _take(http)
+        _fetch_failed(signin, exc)
+        return True
+    wait.polls += 1
+    wait.dpop_nonce = agent.nonce
+    first = [x for x in signin.exchanges if not x.request_body.startswith("grant_type=")]
+    polls = [x for x in signin.exchanges if x.request_body.startswith("grant_type=")]
+    signin.exchanges = first + (polls + _take(http))[-_KEPT_POLLS:]
+    outcome = judge_poll(signin, answer)
+    if outcome.pending:
+        if outcome.slow_down:
+            wait.interval += 5
+        wait.next_poll_at = at + wait.interval
+        signin.summary = (f"Waiting for you to sign in as a test user: {wait.polls} poll(s) so far, the issuer "
+                          "answers authorization_pending until the sign-in is allowed.")
+        return False
+    if outcome.granted is None:
+        return True
+    granted = outcome.granted
+    signin.ok = True
+    signin.summary = (f"Signed in: Session {granted.get('session_id', wait.session_id)}, scope "
+                      f"{granted.get('scope', '')!s}; the Session Token and Account Token are shown redacted.")
+    await _sign_out(revoke, refused, agent, urls=urls, granted=granted, session_id=wait.session_id)
+    return True
+
+
+async def _sign_out(revoke: Step, refused: Step, agent: SimulatorAgent, *, urls: issuer_profile.IssuerUrls,
+                    granted: dict[str, Any], session_id: str) -> None:
+    """Steps 5–6: revoke the Account Token, then find it refused."""
+    http = agent.http
+    account_token = granted.get("refresh_token")
+    if not isinstance(account_token, str):
+        revoke.ok = False
+        revoke.findings.append(StepFinding(
+            code="no_account_token", source="token endpoint", requirement="PAP-4.6",
+            message="The sign-in answered no refresh_token (the Account Token), so there is nothing to revoke.",
+            hint="See the sign-in's exchange above.", doc="sessions.md#revocation"))
+        return
+    try:
+        answer = await agent.revoke(urls.issuer, urls.revocation_endpoint, account_token, hint="refresh_token")
     except FetchError as exc:
         revoke.exchanges = _take(http)
         _fetch_failed(revoke, exc)
-        return steps
+        return
     revoke.exchanges = _take(http)
     revoke.ok = answer.status == 200
     if not revoke.ok:
         revoke.findings.append(StepFinding(
             code=error_of(answer) or f"http_{answer.status}", source="revocation endpoint",
-            message=f"Revocation answered {answer.status}.", hint="See the error above.", doc="sessions.md"))
-        return steps
-    revoke.summary = "The Session Token was revoked."
+            message=f"Revocation answered {answer.status}.", hint="See the error above.", doc="sessions.md#revocation"))
+        return
+    revoke.summary = "The Account Token was revoked: its sign-in ended, its Session goes on signed out."
     try:
-        answer = await agent.call(urls.feedback_endpoint, token, {"kind": "other", "task": "simulator check", "description": "Sent after revocation; must be refused."})
+        answer = await agent.refresh(urls.issuer, urls.token_endpoint, account_token, session_id)
     except FetchError as exc:
         refused.exchanges = _take(http)
         _fetch_failed(refused, exc)
-        return steps
+        return
     refused.exchanges = _take(http)
     found = error_of(answer)
-    if answer.status == 401 and found == "invalid_token":
-        refused.ok, refused.summary = True, "Refused: 401 invalid_token."
-    elif answer.status == 202:
-        # RFC 7009 §2.2 / PAP §4.9: revoking a Session Token changes nothing; only an Account
-        # Token (a sign-in) is revoked, which needs the sign-in step (not in this slice).
-        refused.summary = ("Accepted (202): a signed-out Session stays live after revocation, by design "
-                           "(only an Account Token ends a sign-in). The refusal is shown once the sign-in step exists.")
-    else:
-        refused.ok = False
-        refused.findings.append(StepFinding(
-            code="unexpected_answer", source="feedback endpoint",
-            message=f"The issuer answered {answer.status} {found or ''}.",
-            hint="See the exchange above.", doc="sessions.md"))
-    return steps
+    if answer.status == 400 and found == "invalid_grant":
+        refused.ok, refused.summary = True, "Refused: 400 invalid_grant (the sign-in was revoked)."
+        return
+    refused.ok = False
+    refused.findings.append(StepFinding(
+        code="revoked_token_accepted" if answer.status == 200 else (found or f"http_{answer.status}"),
+        source="token endpoint", requirement="PAP-4.9",
+        message=f"A refresh with the revoked Account Token answered {answer.status} {found or ''}.",
+        hint="See the exchange above.", doc="sessions.md#revocation"))

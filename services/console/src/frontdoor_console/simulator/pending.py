@@ -1,0 +1,105 @@
+"""A run waiting for its sign-in: kept server-side, KEK-encrypted, in Redis until it expires.
+
+Device Sign-In (PAP §4.6, RFC 8628) has the run wait for the admin to sign in as a test
+user in another tab, so the run outlives the request that started it. What it needs to go
+on is secret: the Session Token, the ``device_code`` (RFC 8628 §3.2: whoever holds it can
+collect the sign-in), the run's DPoP private key. It never reaches the page or a URL: the
+page carries only the run's ID, and the state is one Redis value per run,
+``sim:pending:{tenant}:<run_id>``, encrypted under the KEK with the tenant and run ID as
+associated data (a value moved to another tenant's or run's key does not decrypt), expiring
+with the device code (``expires_in``, at most `MAX_WAIT_S`). A continue takes a short lock
+per run (`PendingRuns.lock`), so a button press and the page's own poll never poll the
+token endpoint twice at once.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Final
+
+import msgspec
+from frontdoor_core.redis_keys import shard
+from frontdoor_tenancy.credentials.key_encryption import DecryptionError, Kek, row_aad
+
+from .sign_in import DeviceStart
+from .step import Step
+
+__all__ = ["MAX_WAIT_S", "PendingRun", "PendingRuns", "SignInWait", "expired"]
+
+MAX_WAIT_S: Final = 900
+"""The longest a run waits for its sign-in, whatever the device code's ``expires_in``."""
+_PURPOSE: Final = "simulator_pending_run"
+_LOCK_MS: Final = 30_000
+
+
+class SignInWait(msgspec.Struct, kw_only=True):
+    """The agent's side of a Device Sign-In in progress: its Session, DPoP key and device code."""
+
+    user_id: str
+    session_id: str
+    session_token: str
+    dpop_jwk: dict[str, Any]
+    dpop_nonce: str | None
+    device: DeviceStart
+    interval: int
+    expires_at: int
+    next_poll_at: int
+    polls: int = 0
+
+
+class PendingRun(msgspec.Struct, kw_only=True):
+    """Everything a waiting run needs to go on (secret: stored encrypted only)."""
+
+    run_id: str
+    tenant_id: str
+    member_id: str
+    member_email: str
+    started_at: datetime
+    steps: list[Step]
+    wait: SignInWait
+
+
+def _key(tenant_id: str, run_id: str) -> str:
+    return f"sim:pending:{shard(tenant_id)}:{run_id}"
+
+
+class PendingRuns:
+    """The tenant's waiting runs in Redis, encrypted under the KEK."""
+
+    def __init__(self, redis: Any, kek: Kek) -> None:
+        self.redis = redis
+        self.kek = kek
+
+    async def save(self, run: PendingRun, *, now: int) -> None:
+        """Keep ``run`` until its device code expires (never past `MAX_WAIT_S`)."""
+        ttl = max(1, min(run.wait.expires_at - now, MAX_WAIT_S))
+        blob = self.kek.encrypt(msgspec.json.encode(run), aad=row_aad(_PURPOSE, run.tenant_id, run.run_id))
+        await self.redis.set(_key(run.tenant_id, run.run_id), blob, ex=ttl)
+
+    async def load(self, tenant_id: str, run_id: str) -> PendingRun | None:
+        """The tenant's waiting run ``run_id``, or None (expired, finished or another tenant's)."""
+        blob = await self.redis.get(_key(tenant_id, run_id))
+        if blob is None:
+            return None
+        try:
+            raw = self.kek.decrypt(bytes(blob), aad=row_aad(_PURPOSE, tenant_id, run_id))
+        except DecryptionError:
+            return None
+        run = msgspec.json.decode(raw, type=PendingRun)
+        return run if run.tenant_id == tenant_id and run.run_id == run_id else None
+
+    async def drop(self, tenant_id: str, run_id: str) -> None:
+        """Forget a run (it finished)."""
+        await self.redis.delete(_key(tenant_id, run_id))
+
+    async def lock(self, tenant_id: str, run_id: str) -> bool:
+        """Take the run's continue lock (30 s at most); False when another request holds it."""
+        return bool(await self.redis.set(_key(tenant_id, run_id) + ":lock", "1", nx=True, px=_LOCK_MS))
+
+    async def unlock(self, tenant_id: str, run_id: str) -> None:
+        await self.redis.delete(_key(tenant_id, run_id) + ":lock")
+
+
+def expired(wait: SignInWait, now: datetime) -> bool:
+    """Whether the run's device code has expired."""
+    return int(now.timestamp()) >= wait.expires_at
