@@ -32,7 +32,8 @@ async def _sign_in(db: Any, tenant_id: str, client_id: str, at: Any) -> None:
                      tenant_id, new_id("asn"), client_id, at)
 
 
-NO_ATTEMPTS = {"prompted": "0", "abandoned_before_login": "0", "abandoned_login": "0", "abandoned_consent": "0"}
+NO_ATTEMPTS = {"prompted": "0", "abandoned_before_login": "0", "abandoned_login": "0", "abandoned_consent": "0",
+               "abandoned_step_up": "0"}
 """Rows inserted here are no sign-in attempts (those are counted from real flows in test_agent_funnel_sign_ins)."""
 
 

@@ -2,7 +2,9 @@
 Sign-Ins prompted, completed, and abandoned before the login page, at it and at consent,
 counted exactly on the page, in the CSV and in the rollup, for this tenant only and without
 the simulator's client_id; and through the company's own OpenID Provider (a real
-``oidc-provider``), where a login cancelled at the IdP is abandoned at the login page."""
+``oidc-provider``), where a login cancelled at the IdP is abandoned at the login page; and
+step-ups (the agent asking an account it holds a live sign-in of for more) abandoned at
+consent, told apart from the others."""
 
 from __future__ import annotations
 
@@ -186,7 +188,8 @@ async def test_sign_in_stages_through_the_companys_idp(
         assert polled.status_code == 200, polled.text
         _, location = await stage.device_to_idp(agent)
         back_url = await login_at_idp(location, login="ada", stop_at=stage.callback_url)
-        assert (await stage.back(back_url)).status_code == 303  # at consent, then left there
+        assert (await stage.back(back_url)).status_code == 303  # at consent, then left there: ada
+        # is signed in to this agent already, so this is a step-up
 
         await sign_in(console, c.tenant.email)
         page = (await console.get("/analytics/funnel?days=7")).text
@@ -195,7 +198,8 @@ async def test_sign_in_stages_through_the_companys_idp(
                                                   "abandoned_consent": "0"}
         clock.advance(minutes=11)
         page = (await console.get("/analytics/funnel?days=7")).text
-        assert _stages(page, agent.client_id)["abandoned_consent"] == "1"
+        row = _row(page, agent.client_id)
+        assert (row["abandoned_consent"], row["abandoned_step_up"]) == ("0", "1")
 
 
 async def test_an_attempt_moves_forward_only_in_its_own_tenant_and_until_it_ends(
@@ -225,3 +229,112 @@ async def test_an_attempt_moves_forward_only_in_its_own_tenant_and_until_it_ends
     assert await db.fetchval("SELECT login_at FROM sign_in_attempts WHERE tenant_id = $1 AND id = $2",
                              tenant.id, ended) is None
     assert not await db.fetchval("SELECT count(*) FROM sign_in_attempts WHERE tenant_id = $1", other_tenant.id)
+
+
+STEP_UP = ("prompted", "sign_ins", "abandoned_consent", "abandoned_step_up")
+
+
+async def test_step_ups_abandoned_are_told_apart_from_real_flows(
+    console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], tenant: TenantHandle, other_tenant: TenantHandle,
+    clock: ShiftableClock, store: DeviceStore, runtime: Runtime, db: Any, web: MockWeb,
+) -> None:
+    """A step-up (PAP §4.4: an agent asking a user it is connected to for more takes a new
+    sign-in) is known once the login names the account: a live sign-in of that account by the
+    same agent, in this tenant. Abandoned at consent, it counts at step-up, not at consent."""
+    real = datetime.now(UTC)
+    if real.time() > time(23, 30):
+        clock.offset = datetime.combine(real.date() + timedelta(days=1), time(0, 30), tzinfo=UTC) - real
+    company, key = await setup(console, issuer, tenant, clock, store)
+    other, other_key = await setup(console, issuer, other_tenant, clock, store)
+    alpha, beta = new_agent(web), new_agent(web)
+    slug = tenant.slug
+
+    async def device(agent: TestAgent, account: str, decision: str | None, session_id: str | None = None,
+                     at: Company = company, with_key: Any = key) -> None:
+        """One Device attempt to consent for ``account``: allowed (and polled), denied, or left there."""
+        started, token = await _device_to_consent(issuer, at, with_key, agent, account)
+        if decision is None:
+            return
+        r = await issuer.post(f"/{at.tenant.slug}/consent", data={"_csrf_token": token, "decision": decision,
+                                                                  "scope": SCOPE.split(" ")})
+        assert r.status_code == 200, r.text
+        if decision == "allow":
+            assert session_id is not None
+            polled = await at.poll(agent, started["device_code"], session_id)
+            assert polled.status_code == 200 and polled.json()["signed_in"] is True, polled.text
+
+    # alpha signs alice in (Device), then asks her again: denied, left at consent, allowed (and
+    # redeemed on the same Session: the step-up completed).
+    alice = (await company.session(alpha, "alice"))["session_id"]
+    await device(alpha, "acct_alice", "allow", alice)
+    await device(alpha, "acct_alice", "deny")
+    await device(alpha, "acct_alice", None)
+    await device(alpha, "acct_alice", "allow", alice)
+    # Not step-ups: an account alpha never signed in (bob), one whose sign-in was revoked (carol).
+    await device(alpha, "acct_bob", "deny")
+    carol = (await company.session(alpha, "carol"))["session_id"]
+    await device(alpha, "acct_carol", "allow", carol)
+    r = await console.post("/api/v1/accounts/acct_carol/disconnect", json={}, headers=tenant.auth)
+    assert r.status_code == 200 and r.json()["sign_ins_revoked"] == 1, r.text
+    await device(alpha, "acct_carol", "deny")
+    # beta, Direct: alice is alpha's, not beta's (not a step-up); dan signs in, then is asked again
+    # and leaves it at consent (a step-up).
+    query, _ = params(beta, scope=SCOPE)
+    refused = await issuer.post(f"/{slug}/consent", data={
+        "_csrf_token": csrf((await to_consent(issuer, tenant, key, query, "acct_alice")).text), "decision": "deny"},
+        follow_redirects=False)
+    assert refused.status_code == 303 and "error=access_denied" in refused.headers["location"]
+    values, direct = await browser_sign_in(issuer, tenant, key, beta, account="acct_dan")
+    dan = (await company.session(beta, "dan"))["session_id"]
+    assert (await redeem(company, beta, values["code"], direct, dan)).status_code == 200
+    query, _ = params(beta, scope=SCOPE)
+    await to_consent(issuer, tenant, key, query, "acct_dan")
+    # Another tenant: alpha's sign-in of alice here makes nothing a step-up there.
+    await device(alpha, "acct_alice", "deny", at=other, with_key=other_key)
+
+    def stages(page: str, agent: str) -> dict[str, str]:
+        row = _row(page, agent)
+        return {m: row[m] for m in STEP_UP}
+
+    await sign_in(console, tenant.email)
+    live = (await console.get("/analytics/funnel?days=7")).text
+    assert stages(live, alpha.client_id) == {"prompted": "7", "sign_ins": "3", "abandoned_consent": "2",
+                                             "abandoned_step_up": "1"}
+    assert stages(live, beta.client_id) == {"prompted": "3", "sign_ins": "1", "abandoned_consent": "1",
+                                            "abandoned_step_up": "0"}
+    clock.advance(minutes=11)  # the two left at consent expire: abandoned there
+    expected = {alpha.client_id: {"prompted": "7", "sign_ins": "3", "abandoned_consent": "2", "abandoned_step_up": "2"},
+                beta.client_id: {"prompted": "3", "sign_ins": "1", "abandoned_consent": "1", "abandoned_step_up": "1"}}
+    expired = (await console.get("/analytics/funnel?days=7")).text
+    assert {a: stages(expired, a) for a in expected} == expected
+    assert stages(expired, "total") == {"prompted": "10", "sign_ins": "4", "abandoned_consent": "3",
+                                        "abandoned_step_up": "3"}
+    assert '<span class="swatch series-step-up"></span>at a step-up' in expired
+    # What was persisted: the step-up decided at consent, from this tenant's and agent's sign-ins.
+    rows = await db.fetch("SELECT client_id, step_up, allowed FROM sign_in_attempts WHERE tenant_id = $1"
+                          " ORDER BY created_at", tenant.id)
+    assert [(r["client_id"], r["step_up"], r["allowed"]) for r in rows] == [
+        (alpha.client_id, False, True), (alpha.client_id, True, False), (alpha.client_id, True, None),
+        (alpha.client_id, True, True), (alpha.client_id, False, False), (alpha.client_id, False, True),
+        (alpha.client_id, False, False), (beta.client_id, False, False), (beta.client_id, False, True),
+        (beta.client_id, True, None)]
+    assert await db.fetchval("SELECT step_up FROM sign_in_attempts WHERE tenant_id = $1", other_tenant.id) is False
+
+    # The rollup: the same counts, then the page and the CSV read them from it.
+    clock.advance(days=1)
+    await materialise_closed_days(runtime.pool, now=clock())
+    rolled = await db.fetch(f"SELECT client_id, {', '.join(STEP_UP)} FROM agent_funnel_daily WHERE tenant_id = $1",
+                            tenant.id)
+    assert {r["client_id"]: {m: str(r[m]) for m in STEP_UP} for r in rolled} == expected
+    await db.execute("DELETE FROM sign_in_attempts WHERE tenant_id = $1", tenant.id)
+    await sign_in(console, tenant.email)
+    page = (await console.get("/analytics/funnel?days=7")).text
+    assert {a: stages(page, a) for a in expected} == expected
+    exported = (await console.get("/analytics/funnel.csv?days=7")).text
+    table = {row["client_id"]: {m: row[m] for m in STEP_UP} for row in csv.DictReader(io.StringIO(exported))}
+    assert table == expected
+
+    await sign_in(console, other_tenant.email)
+    theirs = (await console.get("/analytics/funnel?days=7")).text
+    assert stages(theirs, alpha.client_id) == {"prompted": "1", "sign_ins": "0", "abandoned_consent": "1",
+                                               "abandoned_step_up": "0"}

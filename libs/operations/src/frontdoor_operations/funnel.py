@@ -15,6 +15,10 @@ Each count is taken on the day its event happened, from the timestamp its row ca
 ``abandoned_login``         ... at the company's login page or its IdP: no account was
                             vouched for, or the IdP refused
 ``abandoned_consent``       ... at Frontdoor's consent page: denied, or left undecided
+``abandoned_step_up``       ... at the consent page of a step-up: the agent already held a
+                            live sign-in of the account the login vouched for and asked it
+                            for more (``sign_in_attempts.step_up``, PAP §4.4); not counted
+                            in ``abandoned_consent``
 ``proposed``                operations proposed (``operations.created_at``)
 ``approved``                operations approved, by the user or a standing permission (``confirmed_at``)
 ``performed``               operations that succeeded (``finished_at`` of a ``succeeded`` one)
@@ -29,9 +33,10 @@ An abandoned attempt is counted on the day it ended: its decision, or its ``expi
 (every attempt of a closed day has ended, so its counts never change). An attempt allowed
 at consent is not abandoned; its completion is the agent's ``sign_ins`` (an agent that
 never redeems an approval shows as ``prompted`` beyond ``sign_ins`` and the abandoned).
-A Mediated Sign-In prompts nobody and has no attempt. Step-up (a signed-in Session asking
-for more scope) is a sign-in like another here: its attempts count at the stage where they
-stopped, not apart, since a Device or Direct attempt learns its Session only when redeemed.
+A Mediated Sign-In prompts nobody and has no attempt. A step-up (an agent signing in again a
+user it is connected to, for more scope) is told apart once the login has named the account:
+one abandoned at consent is ``abandoned_step_up``; before that (the code never entered, the
+login not finished) nobody knows whose sign-in it was, and it counts where it stopped.
 
 The dashboard's agent simulator is not an agent bringing customers: its client IDs
 (``simulator_client_ids``) are left out of every count.
@@ -56,7 +61,7 @@ from frontdoor_core.db import transaction
 __all__ = ["METRICS", "SETTLE", "AgentFunnel", "FunnelView", "count_events", "materialise_closed_days", "read_funnel"]
 
 METRICS: Final = ("sessions", "prompted", "sign_ins", "abandoned_before_login", "abandoned_login", "abandoned_consent",
-                  "proposed", "approved", "performed", "failed", "revised", "reapproved")
+                  "abandoned_step_up", "proposed", "approved", "performed", "failed", "revised", "reapproved")
 SETTLE: Final = timedelta(minutes=5)
 """A day is closed this long after its UTC midnight (a transaction open at midnight has committed)."""
 
@@ -69,7 +74,8 @@ SELECT (date_trunc('day', at AT TIME ZONE 'UTC'))::date AS day, client_id, metri
     WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
   UNION ALL SELECT created_at, client_id, 'prompted' FROM sign_in_attempts
     WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
-  UNION ALL SELECT coalesce(decided_at, expires_at), client_id, CASE WHEN consent_at IS NOT NULL THEN 'abandoned_consent'
+  UNION ALL SELECT coalesce(decided_at, expires_at), client_id, CASE
+      WHEN consent_at IS NOT NULL AND step_up THEN 'abandoned_step_up' WHEN consent_at IS NOT NULL THEN 'abandoned_consent'
       WHEN login_at IS NOT NULL THEN 'abandoned_login' ELSE 'abandoned_before_login' END FROM sign_in_attempts
     WHERE tenant_id = $1 AND allowed IS NOT TRUE
       AND coalesce(decided_at, expires_at) >= $2 AND coalesce(decided_at, expires_at) < $3
@@ -162,6 +168,7 @@ class AgentFunnel(msgspec.Struct, frozen=True, kw_only=True):
     abandoned_before_login: int = 0
     abandoned_login: int = 0
     abandoned_consent: int = 0
+    abandoned_step_up: int = 0
     proposed: int = 0
     approved: int = 0
     performed: int = 0

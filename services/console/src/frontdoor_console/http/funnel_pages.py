@@ -1,6 +1,6 @@
 """The agent funnel (``/analytics/funnel``): per agent and period, Sessions → sign-ins
 prompted → completed (and where the others were abandoned: before the login page, at it, at
-consent) → operations proposed → approved → performed, with the terms_changed and
+consent, at a step-up's consent) → operations proposed → approved → performed, with the terms_changed and
 re-approval rates, failed and unknown outcomes; charts of the last 30 UTC days, a table, a
 CSV export.
 
@@ -63,7 +63,8 @@ async def funnel_page(console: Console, state: State, days: int = Parameter(defa
         charts.bar_chart("funnel-abandoned", "Sign-ins abandoned", "sign-ins abandoned", chart_days, [
             ("other", "before the login page", series("abandoned_before_login")),
             ("sessions", "at the login page", series("abandoned_login")),
-            ("failed", "at consent", series("abandoned_consent"))]),
+            ("failed", "at consent", series("abandoned_consent")),
+            ("step-up", "at a step-up", series("abandoned_step_up"))]),
         charts.bar_chart("funnel-outcomes", "Outcomes", "outcomes", chart_days, [
             ("succeeded", "performed", series("performed")), ("failed", "failed", series("failed"))]),
     ]

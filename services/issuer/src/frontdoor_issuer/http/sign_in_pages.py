@@ -138,13 +138,15 @@ def authorization_redirect(redirect_uri: str, issuer: str, **params: str | None)
 
 async def reached(state: State, tenant: TenantIssuer, flow: FlowState, stage: AttemptStage) -> None:
     """The flow's sign-in attempt reached ``stage`` (the agent funnel); a Direct flow's
-    lifetime restarts with each step (`FlowStore.save`), a Device code's does not."""
+    lifetime restarts with each step (`FlowStore.save`), a Device code's does not. At
+    consent, the account the login vouched for tells whether it is a step-up."""
     if flow.attempt_id is None:
         return
     now = state.ctx.now()
     extend = now + timedelta(seconds=FLOW_TTL_S) if flow.kind == "direct" else None
     async with state.ctx.pool.acquire() as conn:
-        await record_stage(conn, tenant.tenant_id, flow.attempt_id, stage, now=now, expires_at=extend)
+        await record_stage(conn, tenant.tenant_id, flow.attempt_id, stage, now=now, expires_at=extend,
+                           account_id=flow.account_id if stage == "consent" else None)
 
 
 async def decided(state: State, tenant: TenantIssuer, flow: FlowState, *, allowed: bool) -> None:
