@@ -244,9 +244,10 @@ async def test_the_funnel_page_shows_exactly_what_a_scripted_set_of_agent_journe
                                      "scopes": ["orders:write"]})
     assert r.status == 200, await r.text()
 
-    # The script: one agent starts 3 Sessions at the real issuer and prompts 2 Device Sign-Ins; the
+    # The script: one agent starts 3 Sessions at the real issuer and prompts 3 Device Sign-Ins; the
     # user enters the code, signs in at the company and allows the first (the agent's poll completes
-    # it) and denies the second at consent; 1 operation is proposed, approved and performed.
+    # it) and denies the second at consent; the agent asks acct-1 again (a step-up), denied at
+    # consent too; 1 operation is proposed, approved and performed.
     agent = Agent(host=f"{unique('funnel-')}.example", name="Funnel Assistant").publish(agent_web)
     sessions = []
     for user in ("user-1", "user-2", "user-3"):
@@ -287,6 +288,9 @@ async def test_the_funnel_page_shows_exactly_what_a_scripted_set_of_agent_journe
     _, token = await device_to_consent("acct-2")
     r = await live_issuer.post(f"/{slug}/consent", data={"_csrf_token": token, "decision": "deny"})
     assert r.status_code == 200 and "denied" in r.text.lower(), r.text
+    _, token = await device_to_consent("acct-1")  # signed in to this agent already: a step-up
+    r = await live_issuer.post(f"/{slug}/consent", data={"_csrf_token": token, "decision": "deny"})
+    assert r.status_code == 200 and "denied" in r.text.lower(), r.text
     op = await add_operation(runtime, tenant_id, kind, client_id=agent.client_id, confirm=True)
     async with runtime.pool.acquire() as conn:
         await ledger.record_outcome(conn, tenant_id, op.id, outcome="succeeded", result={"summary": "Ordered"},
@@ -295,12 +299,14 @@ async def test_the_funnel_page_shows_exactly_what_a_scripted_set_of_agent_journe
     await _sign_in(page, email)
     await page.goto("/analytics/funnel?days=7")
     await expect(page.locator("h1")).to_have_text("Agent funnel")
-    expected = {"sessions": "3", "prompted": "2", "sign_ins": "1", "abandoned_before_login": "0",
-                "abandoned_login": "0", "abandoned_consent": "1", "proposed": "1", "approved": "1", "performed": "1",
-                "failed": "0", "unknown": "0"}
+    expected = {"sessions": "3", "prompted": "3", "sign_ins": "1", "abandoned_before_login": "0",
+                "abandoned_login": "0", "abandoned_consent": "1", "abandoned_step_up": "1", "proposed": "1",
+                "approved": "1", "performed": "1", "failed": "0", "unknown": "0"}
     for row in (page.locator(f"tr[data-agent='{agent.client_id}']"), page.locator("tr[data-agent=total]")):
         for metric, count in expected.items():
             await expect(row.locator(f"td[data-count={metric}]")).to_have_text(count)
     await expect(page.locator("table[data-table=funnel] tbody tr")).to_have_count(2)  # this agent and the total
     abandoned = page.locator("figure[data-chart=funnel-abandoned]")
-    await expect(abandoned.locator("[data-count=chart-funnel-abandoned-total]")).to_have_text("1")
+    await expect(abandoned.locator("[data-count=chart-funnel-abandoned-total]")).to_have_text("2")
+    await expect(abandoned.locator("rect.series-step-up")).to_have_count(1)
+    await expect(page.locator("th", has_text="Abandoned at step-up")).to_have_count(1)
