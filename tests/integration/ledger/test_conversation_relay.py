@@ -38,13 +38,17 @@ class CompanyEndpoint:
         self.secret = secret
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.signed_now = True  # false: the test moved Frontdoor's clock, the timestamp is not the receiver's now
         self.answer: Callable[[dict[str, Any]], httpx.Response] = lambda payload: httpx.Response(
             200, json={"messages": [{"text": f"You said: {payload['data']['message']['text']}"}]})
 
     async def __call__(self, request: httpx.Request) -> httpx.Response:
-        payload = Webhook(self.secret).verify(request.content, dict(request.headers))  # raises unless signed
-        event = await WebhookVerifier(self.secret).verify(request.content, request.headers)  # the sdk's, too
-        assert event.type == "conversation.relay" and event.id == request.headers["webhook-id"]
+        if self.signed_now:
+            payload = Webhook(self.secret).verify(request.content, dict(request.headers))  # raises unless signed
+            event = await WebhookVerifier(self.secret).verify(request.content, request.headers)  # the sdk's, too
+            assert event.type == "conversation.relay" and event.id == request.headers["webhook-id"]
+        else:
+            payload = msgspec.json.decode(request.content)
         self.requests.append(payload)
         self.headers.append(dict(request.headers))
         return self.answer(payload)
@@ -340,3 +344,112 @@ async def test_a_disabled_relay_endpoint_queues_the_conversation(desk: RelayDesk
     r = await desk.start(agent, token, "Anyone?")
     assert r.status_code == 201 and r.json()["status"] == "queued", r.text
     assert desk.endpoint.requests == []
+
+
+async def _relay_messages(console: Any, t: TenantHandle, endpoint_id: str) -> list[dict[str, Any]]:
+    r = await console.get(f"/api/v1/webhook-endpoints/{endpoint_id}/messages", headers=t.auth)
+    assert r.status_code == 200, r.text
+    return [m for m in r.json()["data"] if m["purpose"] == "relay"]
+
+
+async def test_each_relay_is_a_message_of_its_endpoint_with_its_attempts(desk: RelayDesk, agent: TestAgent,
+                                                                         console: Any, tenant: TenantHandle) -> None:
+    token = await _token(desk, agent)
+    ok = (await desk.start(agent, token, "Hello?")).json()["conversation_id"]
+    desk.endpoint.answer = lambda payload: httpx.Response(503, text="busy")
+    failed = (await desk.start(agent, token, "Anyone?")).json()["conversation_id"]
+    relays = await _relay_messages(console, tenant, desk.endpoint_id)
+    assert [(m["event_type"], m["state"], m["last_status"]) for m in reversed(relays)] == [
+        ("conversation.relay", "delivered", 200), ("conversation.relay", "exhausted", 503)]  # one attempt each
+    assert [h["webhook-id"] for h in desk.endpoint.headers] == [m["id"] for m in reversed(relays)]
+    for relay, cid, status in zip(reversed(relays), (ok, failed), (200, 503), strict=True):
+        r = await console.get(f"/api/v1/webhook-messages/{relay['id']}", headers=tenant.auth)
+        assert r.status_code == 200, r.text
+        body = msgspec.json.decode(r.json()["message"]["body"])
+        assert body["type"] == "conversation.relay" and body["data"]["conversation_id"] == cid
+        [attempt] = r.json()["attempts"]
+        assert attempt["response_status"] == status and attempt["endpoint_id"] == desk.endpoint_id
+        assert attempt["request_headers"]["webhook-signature"] == "[redacted]"  # never the signature
+    assert (await console.get(f"/api/v1/webhook-endpoints/{desk.endpoint_id}", headers=tenant.auth)
+            ).json()["failing_since"] is not None  # the failed relay started the endpoint's failure streak
+
+
+async def test_relay_failures_disable_the_endpoint_as_delivery_failures_do(desk: RelayDesk, agent: TestAgent,
+                                                                           console: Any, tenant: TenantHandle,
+                                                                           clock: ShiftableClock,
+                                                                           settings: Settings) -> None:
+    desk.endpoint.answer = lambda payload: httpx.Response(500)
+    token = await _token(desk, agent)
+    r = await desk.start(agent, token, "First")
+    assert r.status_code == 201 and r.json()["status"] == "queued", r.text
+    endpoint = (await console.get(f"/api/v1/webhook-endpoints/{desk.endpoint_id}", headers=tenant.auth)).json()
+    assert endpoint["enabled"] is True and endpoint["failing_since"] is not None
+    clock.advance(seconds=settings.webhook_disable_after.total_seconds() + 60)  # failing for too long
+    desk.endpoint.signed_now = False
+    token = await _token(desk, agent)
+    r = await desk.start(agent, token, "Second")
+    assert r.status_code == 201 and r.json()["status"] == "queued", r.text
+    endpoint = (await console.get(f"/api/v1/webhook-endpoints/{desk.endpoint_id}", headers=tenant.auth)).json()
+    assert (endpoint["enabled"], endpoint["disabled_reason"]) == (False, "failing")
+    # Disabled: the next message is queued for a person without a request.
+    r = await desk.start(agent, token, "Third")
+    assert r.status_code == 201 and r.json()["status"] == "queued", r.text
+    assert [p["data"]["message"]["text"] for p in desk.endpoint.requests] == ["First", "Second"]
+
+
+async def test_a_gone_relay_endpoint_is_disabled_at_once(desk: RelayDesk, agent: TestAgent, console: Any,
+                                                         tenant: TenantHandle, runtime: Any) -> None:
+    desk.endpoint.answer = lambda payload: httpx.Response(410)
+    token = await _token(desk, agent)
+    r = await desk.start(agent, token, "Hello?")
+    assert r.status_code == 201 and r.json()["status"] == "queued", r.text
+    endpoint = (await console.get(f"/api/v1/webhook-endpoints/{desk.endpoint_id}", headers=tenant.auth)).json()
+    assert (endpoint["enabled"], endpoint["disabled_reason"]) == (False, "gone")
+    async with runtime.pool.acquire() as conn:  # audited as any automatic disabling
+        assert await conn.fetchval("SELECT count(*) FROM audit_log WHERE tenant_id = $1 AND action = $2"
+                                   " AND target_id = $3", tenant.id, "webhook_endpoint.disabled", desk.endpoint_id) == 1
+
+
+async def test_a_relay_answer_may_ask_for_sign_in_and_stream_its_text(desk: RelayDesk, agent: TestAgent,
+                                                                      runtime: Any) -> None:
+    from frontdoor_conversations import recent_deltas
+
+    desk.endpoint.answer = lambda payload: httpx.Response(200, json={
+        "messages": [{"id": "ask-1", "text": "Please sign in to see your orders."}],
+        "events": [{"type": "text-delta", "message_id": "ask-1", "text": "Please sign in"},
+                   {"type": "authorization", "scope": "orders:read"},
+                   {"type": "authorization", "scope": "orders:write", "error": "insufficient_scope"}]})
+    token = await _token(desk, agent)
+    r = await desk.start(agent, token, "Where is my order?")
+    assert r.status_code == 201 and r.json()["status"] == "idle", r.text
+    page = await _events(desk, agent, token, r.json()["conversation_id"])
+    # PAP-7.11-01: the authorization events, then the message that asks; recorded as the company's.
+    assert [(e["type"], e.get("scope"), e.get("error")) for e in page["events"][2:4]] == [
+        ("authorization", "orders:read", "sign_in_required"), ("authorization", "orders:write", "insufficient_scope")]
+    assert _kinds(page["events"][4:]) == [("message", "company", None), ("state", None, "idle")]
+    assert page["events"][4]["message"]["id"] == "ask-1"
+    # §7.6: the delta is display only: shown to streaming readers, never in the event log (PAP-7.6-01).
+    assert "text-delta" not in {e["type"] for e in page["events"]}
+    assert await recent_deltas(runtime.redis, desk.company.tenant.id, "ask-1") == [
+        {"message_id": "ask-1", "text": "Please sign in"}]
+
+
+@pytest.mark.parametrize("event", [
+    pytest.param({"type": "authorization", "scope": " "}, id="blank-scope"),
+    pytest.param({"type": "authorization", "scope": "orders:read", "error": "invalid_token"}, id="unknown-error"),
+    pytest.param({"type": "text-delta", "message_id": "ask-1", "text": "x" * 4001}, id="long-delta"),
+    pytest.param({"type": "state", "status": "closed"}, id="state"),
+])
+async def test_a_relay_answer_with_an_event_the_rules_refuse_is_a_failure(desk: RelayDesk, agent: TestAgent,
+                                                                          console: Any, tenant: TenantHandle,
+                                                                          event: dict[str, Any]) -> None:
+    desk.endpoint.answer = lambda payload: httpx.Response(200, json={"messages": [{"text": "Hi"}], "events": [event]})
+    token = await _token(desk, agent)
+    r = await desk.start(agent, token, "Hello?")
+    assert r.status_code == 201 and r.json()["status"] == "queued", r.text  # nothing of the answer recorded
+    page = await _events(desk, agent, token, r.json()["conversation_id"])
+    assert _kinds(page["events"]) == [("message", "user", None), ("state", None, "working"),
+                                      ("state", None, "queued")]
+    [relay] = await _relay_messages(console, tenant, desk.endpoint_id)
+    r = await console.get(f"/api/v1/webhook-messages/{relay['id']}", headers=tenant.auth)
+    assert [a["error_class"] for a in r.json()["attempts"]] == ["invalid_response"]
