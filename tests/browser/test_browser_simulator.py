@@ -7,10 +7,14 @@ Northwind, the example company, in-process behind the real sdk and introspecting
 real issuer (as `tests/integration/console/test_simulator_api_call` wires it). Not a fresh
 ``make run``: the same apps, with the network replaced, so that nothing leaves loopback.
 
-- A well-configured tenant whose poppy.json lists Northwind's OpenAPI API: the admin clicks
-  **Run the simulator** and every step that runs is green (discovery, signed-out Session,
-  the call to Northwind's first GET operation, revocation), the last informational; the run
-  is first in the history and its page opens, green.
+- A well-configured tenant whose poppy.json lists Northwind's OpenAPI API and which offers
+  Device Sign-In through its login page: the admin clicks **Run the simulator**; discovery,
+  the signed-out Session and the call to Northwind's first GET operation are green and the
+  run waits at the sign-in with the link and user code; a test user signs in (the issuer's
+  device page, the company's login handoff, consent) and the page's own htmx poll, at the
+  issuer's interval, carries the run through the sign-in, the Account Token's revocation
+  and its refusal, all green, without a reload; the run is first in the history and its
+  page opens, green.
 - A tenant with the wrong domain in its poppy.json: discovery fails with ``domain_mismatch``
   and its doc link, the later steps do not run; the history and the run's page say so.
 """
@@ -36,6 +40,7 @@ from tests.browser.test_browser_scanner_funnel import (  # noqa: F401 (the scann
 )
 from tests.integration.conftest import STRONG_PASSWORD, TenantHandle, sign_up
 from tests.integration.console.test_simulator import route_to, wire
+from tests.integration.console.test_simulator_sign_in import offer_device_sign_in, user_signs_in
 from tests.integration.issuer.test_pap10_publish_check import publish_all
 from tests.integration.northwind.test_account_page import forwarding_client
 from tests.integration.signin.conftest import configure, resource_credential
@@ -45,7 +50,8 @@ from tests.support.dns_server import LocalDNS
 from tests.support.mock_web import MockWeb
 
 pytestmark = pytest.mark.browser
-RAN = ("discovery", "session", "api", "revoke")  # the steps a green run passes; "refused" is informational
+login_keys: dict[str, Any] = {}  # the key each tenant's pretend login page signs its answers with
+RAN = ("discovery", "session", "api", "signin", "revoke", "refused")  # the steps a green run passes
 
 
 @pytest.fixture
@@ -57,6 +63,7 @@ async def northwind(api: AsyncTestClient[Any], issuer_app: AsyncTestClient[Any],
     origin = f"https://{domain}"
     await configure(api, tenant, apis=[{"type": "openapi", "url": f"{origin}/openapi.json",
                                         "description": "Products and orders"}])
+    login_keys[tenant.id] = await offer_device_sign_in(api, tenant)
     await publish_all(api, issuer_app, tenant, scan_web, domain)
     await wire(scan_web, api, issuer_app, tenant)
     credential = await resource_credential(api, tenant)
@@ -81,28 +88,44 @@ async def _admin(context: Any, email: str) -> Any:
     return page
 
 
-async def _run(page: Any) -> str:
-    """Open the simulator, click Run, and answer the run's ID (its link under the run)."""
+async def _run(page: Any, *, timeout: float = 5000) -> str:
+    """Open the simulator, click Run, and answer the run's ID (its link under the run, once it is over)."""
     await page.goto("/simulator")
     await expect(page.locator("h1")).to_have_text("Agent simulator")
     await page.get_by_role("button", name="Run the simulator").click()
+    return await _run_id(page, timeout=timeout)
+
+
+async def _run_id(page: Any, *, timeout: float = 5000) -> str:
     link = page.locator("a[data-run-link]")
+    await expect(link).to_be_visible(timeout=timeout)
     await expect(link).to_be_visible()
     return str(await link.inner_text()).strip()
 
 
 async def test_an_admin_runs_the_simulator_against_northwind_and_every_step_is_green(
-    scan_context: Any, northwind: tuple[TenantHandle, str],  # noqa: F811
+    scan_context: Any, northwind: tuple[TenantHandle, str], issuer_app: AsyncTestClient[Any],  # noqa: F811
 ) -> None:
     tenant, origin = northwind
     page = await _admin(scan_context, tenant.email)
-    run_id = await _run(page)
+    await page.goto("/simulator")
+    await page.get_by_role("button", name="Run the simulator").click()
     run = page.locator("section[aria-labelledby=sim-run]")
+    prompt = run.locator("[data-sign-in-prompt]")
+    await expect(prompt).to_be_visible()
+    await expect(prompt.locator("a[data-verification-link]")).to_have_attribute("target", "_blank")
+    code = str(await prompt.locator("[data-user-code]").inner_text()).strip()
+    await expect(run.locator("article[data-step=signin]")).to_have_attribute("data-status", "informational")
+    await expect(run.locator("article[data-step=revoke]")).to_have_attribute("data-status", "not_run")
+    # The test user signs in at the company's login page (in another "tab": the issuer, in-process).
+    await user_signs_in(issuer_app, tenant, code, login_keys[tenant.id], "acct_browser_test")
+    # No click: the page's htmx poll (every interval, 5 s) carries the run to its end.
+    run_id = await _run_id(page, timeout=30_000)
     for key in RAN:
         step = run.locator(f"article[data-step={key}]")
         await expect(step).to_have_attribute("data-status", "passed")
         await expect(step.locator("h3 .ok")).to_have_text("passed")
-    await expect(run.locator("article[data-step=refused]")).to_have_attribute("data-status", "informational")
+    await expect(run.locator("[data-sign-in-prompt]")).to_have_count(0)
     await expect(run.locator(".bad")).to_have_count(0)
     await expect(run.locator(".finding")).to_have_count(0)
     await expect(run.locator("article[data-step=api]")).to_contain_text(f"GET {origin}/api/products answered 200")
@@ -145,7 +168,7 @@ async def test_a_wrong_domain_in_poppy_json_shows_domain_mismatch_with_its_doc(
     await expect(finding).to_be_visible()
     await expect(finding.locator("a[data-doc]")).to_have_attribute("href", DOCS + "poppy-json.md#publish-check-findings")
     await expect(finding.locator("a", has_text="Open the setting")).to_have_attribute("href", "/domains")
-    for key in ("session", "api", "revoke", "refused"):
+    for key in ("session", "api", "signin", "revoke", "refused"):
         await expect(run.locator(f"article[data-step={key}]")).to_have_attribute("data-status", "not_run")
 
     latest = page.locator("table[data-table=simulator-runs] tbody tr").first
