@@ -55,6 +55,8 @@ app.conf.update(
         "retention-audit": {"task": "frontdoor.retention.audit", "schedule": 3600.0, "options": {"expires": 3600.0}},
         "retention-sessions": {"task": "frontdoor.retention.sessions", "schedule": 3600.0,
                                "options": {"expires": 3600.0}},
+        "retention-operations": {"task": "frontdoor.retention.operations", "schedule": 3600.0,
+                                 "options": {"expires": 3600.0}},
         "webhooks-recoveries": {"task": "frontdoor.webhooks.recoveries", "schedule": 5.0,
                                 "options": {"expires": 5.0}},
         # closed days counted and sent to Stripe Billing Meters; twice at once or after a crash is safe
