@@ -453,3 +453,48 @@ async def test_a_relay_answer_with_an_event_the_rules_refuse_is_a_failure(desk: 
     [relay] = await _relay_messages(console, tenant, desk.endpoint_id)
     r = await console.get(f"/api/v1/webhook-messages/{relay['id']}", headers=tenant.auth)
     assert [a["error_class"] for a in r.json()["attempts"]] == ["invalid_response"]
+
+
+class _NoTurn:
+    """A rate window that never has a turn (as an endpoint's limit taken by its other deliveries)."""
+
+    async def wait(self, endpoint_id: str, per_second: int) -> float:
+        return 3600.0
+
+
+async def test_a_relay_with_no_turn_in_its_endpoints_rate_limit_is_left_to_a_deliverer(
+        desk: RelayDesk, agent: TestAgent, console: Any, tenant: TenantHandle, ledger: Any, runtime: Any,
+        web: MockWeb, kek_value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from frontdoor_core.outbound import SafeFetcher
+    from frontdoor_dispatcher.deliverer import Deliverer
+    from frontdoor_tenancy.credentials import Kek
+    from frontdoor_webhooks.sender import SafeSender
+
+    from tests.integration.dispatcher.test_deliverer import POLICY, _TenantsLanes, running
+    from tests.support.eventually import eventually
+
+    r = await console.post(f"/api/v1/webhook-endpoints/{desk.endpoint_id}", headers=tenant.auth,
+                           json={"rate_limit_per_second": 1})
+    assert r.status_code == 200, r.text
+    monkeypatch.setattr(ledger.app.state.conversations, "_throttle", _NoTurn())
+    token = await _token(desk, agent)
+    r = await desk.start(agent, token, "Hello?")
+    assert r.status_code == 201 and r.json()["status"] == "working", r.text  # not relayed now ...
+    cid = r.json()["conversation_id"]
+    assert desk.endpoint.requests == []
+    [relay] = await _relay_messages(console, tenant, desk.endpoint_id)
+    async with runtime.pool.acquire() as conn:  # ... handed back unused: due now, for any deliverer
+        row = await conn.fetchrow("SELECT state, attempts, locked_until FROM webhook_messages WHERE tenant_id = $1"
+                                  " AND id = $2", tenant.id, relay["id"])
+    assert (row["state"], row["attempts"], row["locked_until"]) == ("pending", 0, None)
+    deliverer = Deliverer(runtime.settings.database_url, runtime.pool, sender=SafeSender(SafeFetcher(transport=web)),
+                          kek=Kek.from_env_value(kek_value), policy=POLICY, clock=runtime.clock, idle_wake=0.2,
+                          lanes=_TenantsLanes({tenant.id}))
+    async with running(deliverer):
+        async def answered() -> None:
+            assert (await _events(desk, agent, token, cid))["status"] == "idle"
+
+        await eventually(answered, timeout=20)
+    page = await _events(desk, agent, token, cid)
+    assert [e["message"]["text"] for e in page["events"] if e["type"] == "message"] == ["Hello?", "You said: Hello?"]
+    assert [p["data"]["message"]["text"] for p in desk.endpoint.requests] == ["Hello?"]
