@@ -7,10 +7,13 @@ from typing import Any
 import msgspec
 import pytest
 from frontdoor_conversations.rules import (
+    MAX_DELTA_CHARS,
     MAX_MESSAGE_BYTES,
     Caller,
     ConversationView,
     IncomingMessage,
+    authorization_event,
+    check_delta,
     check_direct_parent,
     check_open,
     check_owner,
@@ -222,3 +225,23 @@ def test_wait_is_bounded_and_an_integer() -> None:
     assert parse_wait("600") == 30
     for bad in ("-1", "1.5", "soon", "9" * 10):
         assert isinstance(parse_wait(bad), ProtocolError)
+
+
+def test_a_text_delta_names_its_reply_and_carries_some_text() -> None:
+    """§7.6: a delta is display only (PAP-7.6-01 binds the agent); the company's side checks its shape."""
+    assert check_delta("r-1", "Looking") is None
+    assert check_delta("r-1", "x" * MAX_DELTA_CHARS) is None
+    for message_id, text in (("r-1", ""), ("r-1", "x" * (MAX_DELTA_CHARS + 1)), ("no spaces", "x"), ("", "x"),
+                             (None, "x"), ("r-1", None), ("r-1", 7)):
+        assert check_delta(message_id, text) is not None
+
+
+def test_an_authorization_event_names_the_scopes_and_why() -> None:
+    """PAP-7.11-01: the company adds an authorization event when its agent needs the user's account."""
+    assert authorization_event("orders:read") == {"type": "authorization", "error": "sign_in_required",
+                                                  "scope": "orders:read"}
+    assert authorization_event("orders:read orders:write", "insufficient_scope") == {
+        "type": "authorization", "error": "insufficient_scope", "scope": "orders:read orders:write"}
+    for scope, error in ((" ", "sign_in_required"), ("", "sign_in_required"), ("s" * 1001, "sign_in_required"),
+                         (None, "sign_in_required"), ("orders:read", "invalid_token")):
+        assert isinstance(authorization_event(scope, error), str)
