@@ -12,7 +12,7 @@ publish the wake-up (`wakeups.publish`) after the commit.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -128,6 +128,9 @@ class Posted(msgspec.Struct, frozen=True, kw_only=True):
     # The relay mode: the relay's webhook message, claimed by this process (None on a replay,
     # without a relay, while a person answers, or when the relay endpoint is gone or disabled).
     relay: ClaimedMessage | None = None
+    # With a ``lease``: the webhook messages this process claimed in the message's transaction
+    # (those of enabled endpoints), so that no deliverer sends them before this process tries.
+    webhook_claims: list[ClaimedMessage] = msgspec.field(default_factory=list)
 
 
 _COLUMNS = ("id, tenant_id, client_id, user_id, account_id, session_id, parent_id, direct_child_id, status,"
@@ -254,17 +257,28 @@ async def _relay(conn: asyncpg.Connection, conversation: Conversation, data: dic
 
 
 async def _receive(conn: asyncpg.Connection, conversation: Conversation, caller: Caller, message: IncomingMessage, *,
-                   now: datetime, relay: RelayTarget | None) -> Posted:
+                   now: datetime, relay: RelayTarget | None, lease: timedelta | None = None) -> Posted:
     change = on_user_message(conversation.view(), message)
     # Once used signed in, the conversation belongs to the account (PAP-7.2-01, §7.11).
     updated = await _apply(conn, conversation, change, now, account_id=caller.account)
     event_id, seq = await _last_message_event(conn, updated, message.id)
     data = payload_for(MESSAGE_CREATED, _webhook_data(updated, caller, message, event_id, seq))
     ids = await enqueue_event(conn, updated.tenant_id, MESSAGE_CREATED, data, now)
+    # The writer's claim, as the relay's: a deliverer woken by the messages' notification at
+    # commit (another process) skips them until the lease ends (this process died), so the
+    # agent's request, which waits for the first delivery (the company agent replying while
+    # it answers), is not answered before it; an unclaimed one (a disabled endpoint) waits.
+    webhook_claims = []
+    if lease is not None:
+        for message_id in ids:
+            held = await claim(conn, message_id, now, lease, tenant_id=updated.tenant_id)
+            if held is not None:
+                webhook_claims.append(held)
     claimed = None
     if relay is not None and updated.responder == "agent":  # while a person answers nothing is relayed (§7.9)
         updated, claimed = await _relay(conn, updated, data, relay, now)
-    return Posted(conversation=updated, replay=False, webhook_message_ids=ids, relay=claimed)
+    return Posted(conversation=updated, replay=False, webhook_message_ids=ids, relay=claimed,
+                  webhook_claims=webhook_claims)
 
 
 async def claim_relay_answer(conn: asyncpg.Connection, tenant_id: str, conversation_id: str, event_id: str, *,
@@ -280,10 +294,13 @@ async def claim_relay_answer(conn: asyncpg.Connection, tenant_id: str, conversat
 
 
 async def start(conn: asyncpg.Connection, tenant_id: str, caller: Caller, message: IncomingMessage, *,
-                parent_id: str | None, now: datetime, relay: RelayTarget | None = None) -> Posted:
+                parent_id: str | None, now: datetime, relay: RelayTarget | None = None,
+                lease: timedelta | None = None) -> Posted:
     """Start a conversation (``201``), or a Direct Conversation under ``parent_id`` (§7.10).
 
     ``relay``: the relay mode's endpoint; the message's relay is written and claimed with it.
+    ``lease``: the message's ``conversation.message.created`` webhook messages are claimed with
+    it too (`Posted.webhook_claims`), for the caller to attempt at once (see `_receive`).
 
     A retried start (same message ID and content) answers the conversation it started,
     if the caller may read it now; a reused ID with other content is ``message_id_conflict``.
@@ -320,9 +337,9 @@ async def start(conn: asyncpg.Connection, tenant_id: str, caller: Caller, messag
                 opened = Transition(status=parent.status, responder=parent.responder,
                                     events=({"type": "direct_opened", "conversation_id": conversation_id},))
                 await _apply(conn, parent, opened, now, direct_child_id=conversation_id)
-            posted = await _receive(conn, created, caller, message, now=now, relay=relay)
+            posted = await _receive(conn, created, caller, message, now=now, relay=relay, lease=lease)
     if claimed:  # a concurrent request with the same message ID committed first: this one is its retry
-        return await start(conn, tenant_id, caller, message, parent_id=parent_id, now=now, relay=relay)
+        return await start(conn, tenant_id, caller, message, parent_id=parent_id, now=now, relay=relay, lease=lease)
     return posted
 
 
@@ -337,10 +354,12 @@ async def _replayed(conn: asyncpg.Connection, tenant_id: str, caller: Caller, sc
 
 
 async def post_message(conn: asyncpg.Connection, tenant_id: str, caller: Caller, conversation_id: str,
-                       message: IncomingMessage, *, now: datetime, relay: RelayTarget | None = None) -> Posted:
+                       message: IncomingMessage, *, now: datetime, relay: RelayTarget | None = None,
+                       lease: timedelta | None = None) -> Posted:
     """Continue a conversation (``202``); a retry of the same message adds nothing (PAP-7.3-01).
 
     ``relay``: the relay mode's endpoint; the message's relay is written and claimed with it.
+    ``lease``: its webhook messages are claimed with it too (as `start`'s).
 
     Raises:
         ConversationRefused: not the caller's (404/403), closed or a Direct Conversation open
@@ -364,7 +383,7 @@ async def post_message(conn: asyncpg.Connection, tenant_id: str, caller: Caller,
             # Unreachable while the row is locked (the same conversation); another
             # conversation's message under this ID conflicts.
             _refuse(ProtocolError(ErrorCode.MESSAGE_ID_CONFLICT, "This message ID was used for another message."))
-        return await _receive(conn, conversation, caller, message, now=now, relay=relay)
+        return await _receive(conn, conversation, caller, message, now=now, relay=relay, lease=lease)
 
 
 async def handoff(conn: asyncpg.Connection, tenant_id: str, caller: Caller, conversation_id: str, *,

@@ -1,7 +1,10 @@
 """The ledger's side of hosted conversations: readers' wake-ups and the company agent's fast path.
 
 A user's message writes its ``conversation.message.created`` webhook messages in the same
-transaction (the outbox). This process then attempts their first delivery at once and
+transaction (the outbox), claimed by this process in it (`lease`: the deliverers, woken by
+the outbox's notification at commit, skip them until the lease ends, so they cannot send
+one first and leave the agent's request answered before the reply; if this process dies the
+lease ends and a deliverer sends it). This process then attempts their first delivery at once and
 waits up to ``FRONTDOOR_CONVERSATION_REPLY_WAIT``: a company agent that replies through
 the ledger API while answering the webhook has its reply in the log before the agent's
 request is answered. Whatever is not finished (a slow or failing company agent) stays
@@ -89,12 +92,17 @@ class ConversationsHub:
         self.waiters.wake(tenant_id, conversation_id)
         await publish_changed(self._ctx.runtime.redis, tenant_id, conversation_id)
 
-    async def _attempt(self, tenant_id: str, message_id: str) -> Any:
+    @property
+    def lease(self) -> timedelta:
+        """The claim ``store.start``/``post_message`` take on the webhook messages they write."""
+        return self._policy.lease
+
+    async def _attempt(self, tenant_id: str, message_id: str, claimed: ClaimedMessage | None = None) -> Any:
         ctx = self._ctx
         try:
             return await deliver(ctx.pool, message_id, sender=partitioned(self._sender, tenant_id), kek=self._kek,
-                                 clock=ctx.runtime.clock,
-                                 policy=self._policy, tenant_id=tenant_id, throttle=self._throttle)
+                                 clock=ctx.runtime.clock, policy=self._policy, tenant_id=tenant_id,
+                                 throttle=self._throttle, claimed=claimed)
         except Exception:  # the relay retries; the message is in PostgreSQL
             _log.exception("conversation_delivery_failed", message_id=message_id)
             return None
@@ -145,7 +153,8 @@ class ConversationsHub:
                                posted: Posted | None = None) -> None:
         """Attempt each webhook message now (and the relay, in the relay mode); return when all
         are answered or at the reply budget."""
-        jobs: list[Any] = [self._attempt(tenant_id, message_id) for message_id in message_ids]
+        held = {c.id: c for c in posted.webhook_claims} if posted is not None else {}
+        jobs: list[Any] = [self._attempt(tenant_id, message_id, held.get(message_id)) for message_id in message_ids]
         if posted is not None and posted.relay is not None:
             jobs.append(self._relay_task(posted.relay))
         if not jobs:

@@ -13,6 +13,9 @@ the caller's account and scopes are the Session's sign-in now.
 - ``GET /conversations/{id}/events?cursor=&wait=``: a page (PAP-7.5-03), long-polled up to 30
   seconds, woken across processes; with ``Accept: text/event-stream`` a stream resumed from
   ``Last-Event-ID`` (§7.6), with display-only ``text-delta`` pieces, a comment every 15 s.
+  When the process is told to stop (SIGTERM, `frontdoor_httpkit.shutdown_notice`), a stream
+  ends at once after ``: restarting`` and a long poll answers what it has (the agent reconnects
+  or polls again, reaching another process), so a deploy is not held by them.
 - ``POST /conversations/{id}/handoff`` (``202``, §7.9) and ``/close`` (``200``, §7.12).
 - Another user's conversation and an unknown one are the same ``404 conversation_not_found``
   (PAP-7.2-01); an account's conversation asks a signed-out Session to sign in
@@ -40,7 +43,7 @@ from frontdoor_conversations import (
 )
 from frontdoor_conversations.rules import IDENTIFIER, check_owner
 from frontdoor_core.redis_keys import shard
-from frontdoor_httpkit import client_address
+from frontdoor_httpkit import client_address, shutdown_notice
 from frontdoor_operations.rules import CallerView
 from frontdoor_protocol import ErrorCode, MalformedJSON, ProtocolError, loads_object
 from litestar import Request, Response, get, post
@@ -131,7 +134,7 @@ async def _read(ctx: LedgerContext, hub: ConversationsHub, tenant: LedgerTenant,
     """A page after ``cursor``; with nothing new, wait up to ``wait`` seconds for it (woken, not polled)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
-    with hub.waiters.subscribe(tenant.tenant_id, conversation_id) as reader:
+    with hub.waiters.subscribe(tenant.tenant_id, conversation_id) as reader, shutdown_notice.wakes(reader.changed):
         while True:
             reader.changed.clear()  # before reading: a change after the read still wakes us
             async with ctx.pool.acquire() as conn:
@@ -142,7 +145,7 @@ async def _read(ctx: LedgerContext, hub: ConversationsHub, tenant: LedgerTenant,
                 except ConversationRefused as exc:
                     raise Refused(_refused(exc, view)) from None
             remaining = deadline - loop.time()
-            if page.events or conversation.status == "closed" or remaining <= 0:
+            if page.events or conversation.status == "closed" or remaining <= 0 or shutdown_notice.begun:
                 return conversation, page
             try:
                 async with asyncio.timeout(remaining):
@@ -180,7 +183,7 @@ async def start_conversation(slug: FromPath[str], request: Request[Any, Any, Any
     try:
         async with ctx.pool.acquire() as conn:
             posted = await store.start(conn, tenant.tenant_id, caller, message, parent_id=parent, now=ctx.now(),
-                                       relay=relay)
+                                       relay=relay, lease=hub.lease)
     except ConversationRefused as exc:
         return _refused(exc, view)
     if not posted.replay:
@@ -203,7 +206,7 @@ async def post_message(slug: FromPath[str], conversation_id: FromPath[str], requ
     try:
         async with ctx.pool.acquire() as conn:
             posted = await store.post_message(conn, tenant.tenant_id, caller, conversation_id, message, now=ctx.now(),
-                                              relay=relay)
+                                              relay=relay, lease=hub.lease)
     except ConversationRefused as exc:
         return _refused(exc, view)
     if not posted.replay:
@@ -283,7 +286,7 @@ async def _frames(ctx: LedgerContext, hub: ConversationsHub, tenant: LedgerTenan
     live: set[str] = set()   # messages whose pieces this stream sent as they came
     complete: set[str] = set()
     yield b": poppy\n\n"
-    with hub.waiters.subscribe(tenant.tenant_id, conversation.id) as reader:
+    with hub.waiters.subscribe(tenant.tenant_id, conversation.id) as reader, shutdown_notice.wakes(reader.changed):
         while True:
             if page is None:
                 reader.changed.clear()
@@ -314,6 +317,9 @@ async def _frames(ctx: LedgerContext, hub: ConversationsHub, tenant: LedgerTenan
                 if delta.get("message_id") not in complete:
                     live.add(str(delta.get("message_id")))
                     yield _frame(delta, name="text-delta")
+            if shutdown_notice.begun:  # this process stops: the agent resumes elsewhere with Last-Event-ID
+                yield b": restarting\n\n"
+                return
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return
