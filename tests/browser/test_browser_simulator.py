@@ -13,7 +13,8 @@ real issuer (as `tests/integration/console/test_simulator_api_call` wires it). N
   run waits at the sign-in with the link and user code; a test user signs in (the issuer's
   device page, the company's login handoff, consent) and the page's own htmx poll, at the
   issuer's interval, carries the run through the sign-in, the Account Token's revocation
-  and its refusal, all green, without a reload; the run is first in the history and its
+  and its refusal, all green, without a reload (the operation step is informational: this
+  tenant has no operation kind, and says so); the run is first in the history and its
   page opens, green.
 - A tenant with the wrong domain in its poppy.json: discovery fails with ``domain_mismatch``
   and its doc link, the later steps do not run; the history and the run's page say so.
@@ -127,7 +128,11 @@ async def test_an_admin_runs_the_simulator_against_northwind_and_every_step_is_g
         await expect(step.locator("h3 .ok")).to_have_text("passed")
     await expect(run.locator("[data-sign-in-prompt]")).to_have_count(0)
     await expect(run.locator(".bad")).to_have_count(0)
-    await expect(run.locator(".finding")).to_have_count(0)
+    # This tenant has no operation kind: the operation step says so (informational), with its fix.
+    operation = run.locator("article[data-step=operation]")
+    await expect(operation).to_have_attribute("data-status", "informational")
+    await expect(run.locator(".finding")).to_have_count(1)
+    await expect(operation.locator(".finding[data-code=no_operation_kind]")).to_be_visible()
     await expect(run.locator("article[data-step=api]")).to_contain_text(f"GET {origin}/api/products answered 200")
     # Each exchange opens to show what went over the wire, the Session Token redacted.
     call = run.locator("article[data-step=api] details.exchange", has_text=f"GET {origin}/api/products")

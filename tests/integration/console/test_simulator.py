@@ -124,7 +124,7 @@ async def test_a_wrong_domain_in_poppy_json_gives_the_publish_check_code(
     report = (await console.post(f"/api/v1/domains/{domain}/publish-check", headers=tenant.auth)).json()
     assert found == [f["code"] for f in report["findings"]]  # the same codes as the publish check
     assert steps(r.text) == {"discovery": "no", "session": "skipped", "api": "skipped", "signin": "skipped",
-                             "revoke": "skipped", "refused": "skipped"}
+                             "operation": "skipped", "revoke": "skipped", "refused": "skipped"}
     assert 'href="/domains"' in r.text and "poppy-json.md" in r.text
 
 

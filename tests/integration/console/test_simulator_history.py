@@ -56,7 +56,7 @@ async def test_a_run_is_recorded_listed_and_shown_without_secrets(
     stored = row["steps"]
     assert [(s["key"], s["status"]) for s in stored] == [
         ("discovery", "passed"), ("session", "passed"), ("api", "not_run"), ("signin", "informational"),
-        ("revoke", "not_run"), ("refused", "not_run")]
+        ("operation", "not_run"), ("revoke", "not_run"), ("refused", "not_run")]
     assert all(s["duration_ms"] > 0 for s in stored if s["status"] != "not_run")
     assert all(set(x) == {"method", "url", "status", "elapsed_ms", "error"} for s in stored for x in s["exchanges"])
     assert any(x["url"].endswith(f"/{tenant.slug}/oauth/token") and x["status"] == 200
@@ -71,7 +71,7 @@ async def test_a_run_is_recorded_listed_and_shown_without_secrets(
         assert s not in whole_row and s not in page.text
     assert '"d"' not in whole_row and "[redacted]" not in whole_row  # nothing redacted: never stored at all
     assert steps(page.text) == {"discovery": "yes", "session": "yes", "api": "skipped", "signin": "skipped",
-                                "revoke": "skipped", "refused": "skipped"}
+                                "operation": "skipped", "revoke": "skipped", "refused": "skipped"}
     assert f"{tenant.slug}/oauth/token" in page.text and tenant.email in page.text
 
     listing = await console.get("/simulator")

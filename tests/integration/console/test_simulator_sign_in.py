@@ -7,10 +7,15 @@ the issuer's device page, the company's login handoff (ADR 0002) and the consent
 page's Continue polls the ``device_code`` grant (never before the issuer's interval) until
 the Account Token is granted, then revokes it (RFC 7009) and finds it refused.
 
+Then the operation (Operations extension v1): proposed in the real ledger for the signed-in
+Session, read and confirmed by the simulator at the ledger's operations endpoint over HTTP,
+performed by the company's webhook (a `Receiver` verifying the Standard Webhooks signature).
+
 Covers: the whole run green and recorded; the waiting state KEK-encrypted in Redis, the
 device code, tokens and DPoP key never on the page; a denial, an expired code and a tenant
 without Device Sign-In, each with its finding; viewers and another tenant's admin unable
-to continue a run.
+to continue a run; the operation performed and its delivery shown, no kind, a disabled
+perform endpoint and a failing webhook, each with its finding.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from tests.integration.conftest import TenantHandle
 from tests.integration.console.test_dashboard import add_admin, sign_in
 from tests.integration.console.test_simulator import codes, run, statuses, steps, wire
 from tests.integration.issuer.test_pap10_publish_check import publish_all
+from tests.integration.ledger.conftest import LEDGER, Receiver, ledger  # noqa: F401 (the ledger app)
 from tests.integration.signin.conftest import configure
 from tests.integration.signin.test_device_pages import LOGIN, company_login, csrf
 from tests.integration.test_issuer_discovery import verified_domain
@@ -125,8 +131,8 @@ async def test_device_sign_in_through_the_login_page_then_revocation_refused(
     started = await run(console, tenant)
     assert started.status_code == 200, started.text
     assert statuses(started.text) == {"discovery": "passed", "session": "passed", "api": "not_run",
-                                      "signin": "informational", "revoke": "not_run", "refused": "not_run"}, \
-        codes(started.text)
+                                      "signin": "informational", "operation": "not_run", "revoke": "not_run",
+                                      "refused": "not_run"}, codes(started.text)
     rid = waiting_run(started.text)
     device = answered(answers, "oauth/device")[0]
     assert user_code(started.text) == device["user_code"]
@@ -156,7 +162,10 @@ async def test_device_sign_in_through_the_login_page_then_revocation_refused(
     done = await go_on(console, rid)
     assert done.status_code == 200, done.text
     assert statuses(done.text) == {"discovery": "passed", "session": "passed", "api": "not_run",
-                                   "signin": "passed", "revoke": "passed", "refused": "passed"}, codes(done.text)
+                                   "signin": "passed", "operation": "informational", "revoke": "passed",
+                                   "refused": "passed"}, codes(done.text)
+    # No operation kind: the step says so, with its fix, and the run goes on.
+    assert codes(done.text) == ["no_operation_kind"] and "operations.md" in done.text
     assert "hx-post=" not in done.text.split('id="sim-live"', 1)[1].split(">", 1)[0]  # the page stops polling
     assert "Refused: 400 invalid_grant" in done.text
     granted = next(a for a in answered(answers, "oauth/token") if a.get("signed_in"))
@@ -185,8 +194,8 @@ async def test_device_sign_in_through_the_login_page_then_revocation_refused(
     # Over: recorded (passed), the waiting state gone, and a second continue says so.
     row = await db.fetchrow("SELECT id, ok, steps FROM simulator_runs WHERE tenant_id = $1", tenant.id)
     assert row["id"] == rid and row["ok"] is True
-    assert [(s["key"], s["status"]) for s in row["steps"]][3:] == [("signin", "passed"), ("revoke", "passed"),
-                                                                   ("refused", "passed")]
+    assert [(s["key"], s["status"]) for s in row["steps"]][3:] == [
+        ("signin", "passed"), ("operation", "informational"), ("revoke", "passed"), ("refused", "passed")]
     assert await runtime.redis.get(f"sim:pending:{shard(tenant.id)}:{rid}") is None
     again = await go_on(console, rid)
     assert again.status_code == 200 and "data-run-finished" in again.text
@@ -260,3 +269,134 @@ async def test_viewers_and_other_tenants_cannot_continue_a_run(
     await sign_in(console, tenant.email)
     done = await go_on(console, rid)
     assert statuses(done.text)["refused"] == "passed", codes(done.text)
+
+
+class _Prefixes(dict):  # type: ignore[type-arg]
+    """MockWeb's handlers, plus handlers for every path under a prefix (an operation's URLs)."""
+
+    prefixes: dict[tuple[str, str], Any]
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        found = super().get(key)
+        if found is not None:
+            return found
+        host, path = key
+        return next((h for (ph, pp), h in self.prefixes.items() if ph == host and path.startswith(pp)), default)
+
+
+def route_prefix(web: MockWeb, client: AsyncTestClient[Any], prefix: str) -> None:
+    """Let the fetcher reach every URL under ``prefix`` on the in-process app behind ``client``."""
+    if not isinstance(web.handlers, _Prefixes):
+        wrapped = _Prefixes(web.handlers)
+        wrapped.prefixes = {}
+        web.handlers = wrapped
+    u = httpx.URL(prefix)
+
+    async def forward(request: httpx.Request) -> httpx.Response:
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length", "cookie")}
+        r = await client.request(request.method, request.url.path, content=request.content, headers=headers)
+        return httpx.Response(r.status_code, headers=r.headers, content=r.content)
+
+    web.handlers.prefixes[(u.host, u.path)] = forward  # type: ignore[attr-defined]
+
+
+async def perform_webhook(console: AsyncTestClient[Any], t: TenantHandle, web: MockWeb, *,
+                          answer: str = "succeeded") -> tuple[Receiver, str]:
+    """The company's perform webhook (a `Receiver`) and an operation kind that uses it; (receiver, endpoint id)."""
+    hook = f"https://{t.slug}.shop.example/webhooks/frontdoor"
+    r = await console.post("/api/v1/webhook-endpoints", json={"url": hook, "description": "perform"}, headers=t.auth)
+    assert r.status_code == 201, r.text
+    receiver = Receiver(secret=r.json()["secret"], answer=answer)
+    web.handle(hook, receiver)
+    endpoint = r.json()["endpoint"]["id"]
+    r = await console.put("/api/v1/operation-kinds/order.place", headers=t.auth, json={
+        "perform_endpoint_id": endpoint, "scopes": ["poppy:read"], "default_expiry_seconds": 900})
+    assert r.status_code == 200, r.text
+    return receiver, endpoint
+
+
+async def signed_in_run(console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], t: TenantHandle,
+                        key: Any, clock: ShiftableClock) -> tuple[str, httpx.Response]:
+    started = await run(console, t)
+    rid = waiting_run(started.text)
+    await user_signs_in(issuer, t, user_code(started.text), key, "acct_test_dora")
+    clock.advance(seconds=6)
+    return rid, await go_on(console, rid)
+
+
+async def test_an_operation_is_proposed_approved_and_performed_by_the_webhook(
+    console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], ledger: AsyncTestClient[Any],  # noqa: F811
+    tenant: TenantHandle, other_tenant: TenantHandle, dns: LocalDNS, web: MockWeb, clock: ShiftableClock, db: Any,
+) -> None:
+    key = await ready(console, issuer, tenant, dns, web)
+    receiver, _ = await perform_webhook(console, tenant, web)
+    route_prefix(web, ledger, f"{LEDGER}/{tenant.slug}/operations/")
+    rid, done = await signed_in_run(console, issuer, tenant, key, clock)
+    assert statuses(done.text)["operation"] == "passed", (codes(done.text), done.text)
+    assert statuses(done.text)["refused"] == "passed" and codes(done.text) == []
+    # The company's webhook received one signed perform, for the simulator's signed-in account, marked as a test.
+    performs = [d for d in receiver.deliveries if d["type"] == "operation.perform"]
+    assert len(performs) == 1
+    data = performs[0]["data"]
+    simulator = f"https://console.frontdoor.test/simulator/{tenant.slug}/agent.json"
+    assert data["client_id"] == simulator and data["account"] == "acct_test_dora"
+    assert data["input"] == {"simulator": True, "simulator_run": rid} and data["operation"]["terms"] == {
+        "simulator": True}
+    op = await db.fetchrow("SELECT id, state, client_id, account_id, confirmed_via FROM operations"
+                           " WHERE tenant_id = $1", tenant.id)
+    assert (op["state"], op["client_id"], op["account_id"]) == ("succeeded", simulator, "acct_test_dora")
+    # The agent's side went over HTTP to the operations endpoint: read, then confirm with DPoP.
+    calls = [q for q in web.requests if q.url.host == "ledger.frontdoor.test"]
+    assert [(q.method, q.url.path) for q in calls] == [
+        ("GET", f"/{tenant.slug}/operations/{op['id']}"), ("POST", f"/{tenant.slug}/operations/{op['id']}/confirm")]
+    assert all(q.headers["authorization"].startswith("DPoP ") and "dpop" in q.headers for q in calls)
+    step = done.text[done.text.index('data-step="operation"'):]
+    step = step[:step.index("</article>")]
+    assert "answered succeeded: Order" in step
+    # The delivery as recorded in the webhooks tables: the attempt's URL and status, never its signature.
+    attempt = await db.fetchrow("SELECT a.url, a.response_status FROM webhook_attempts a JOIN webhook_messages m"
+                                " ON m.tenant_id = a.tenant_id AND m.id = a.message_id"
+                                " WHERE m.tenant_id = $1 AND m.operation_id = $2", tenant.id, op["id"])
+    assert attempt["response_status"] == 200 and f"<code>POST {attempt['url']}</code> → 200" in step
+    assert "v1," not in step and receiver.secret not in done.text
+    for q in calls:
+        assert q.headers["authorization"].split(" ", 1)[1] not in done.text and q.headers["dpop"] not in done.text
+    stored = await db.fetchval("SELECT steps FROM simulator_runs WHERE tenant_id = $1 AND id = $2", tenant.id, rid)
+    assert [s["status"] for s in stored if s["key"] == "operation"] == ["passed"]
+    # Another tenant sees neither the operation nor the run.
+    await sign_in(console, other_tenant.email)
+    assert op["id"] not in (await console.get("/operations")).text
+    assert (await console.get(f"/simulator-runs/{rid}")).status_code == 404
+    assert (await console.get(f"/operations/{op['id']}")).status_code == 404
+
+
+async def test_a_disabled_perform_endpoint_is_its_finding(
+    console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], ledger: AsyncTestClient[Any],  # noqa: F811
+    tenant: TenantHandle, dns: LocalDNS, web: MockWeb, clock: ShiftableClock, db: Any,
+) -> None:
+    key = await ready(console, issuer, tenant, dns, web)
+    receiver, endpoint = await perform_webhook(console, tenant, web)
+    r = await console.post(f"/api/v1/webhook-endpoints/{endpoint}/disable", headers=tenant.auth)
+    assert r.status_code == 200, r.text
+    route_prefix(web, ledger, f"{LEDGER}/{tenant.slug}/operations/")
+    _, done = await signed_in_run(console, issuer, tenant, key, clock)
+    assert codes(done.text) == ["perform_endpoint_disabled"]
+    assert statuses(done.text)["operation"] == "failed" and statuses(done.text)["revoke"] == "not_run"
+    assert 'href="/webhooks"' in done.text and "operations.md" in done.text
+    assert receiver.deliveries == [] and await db.fetchval(
+        "SELECT count(*) FROM operations WHERE tenant_id = $1", tenant.id) == 0
+
+
+async def test_a_failing_perform_webhook_leaves_the_outcome_unknown_with_its_finding(
+    console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], ledger: AsyncTestClient[Any],  # noqa: F811
+    tenant: TenantHandle, dns: LocalDNS, web: MockWeb, clock: ShiftableClock, db: Any,
+) -> None:
+    key = await ready(console, issuer, tenant, dns, web)
+    await perform_webhook(console, tenant, web, answer="error")
+    route_prefix(web, ledger, f"{LEDGER}/{tenant.slug}/operations/")
+    _, done = await signed_in_run(console, issuer, tenant, key, clock)
+    found = codes(done.text)
+    assert statuses(done.text)["operation"] == "failed" and len(found) == 1, (found, done.text)
+    assert found[0] == await db.fetchval(
+        "SELECT a.error_class FROM webhook_attempts a WHERE a.tenant_id = $1", tenant.id)
+    assert await db.fetchval("SELECT state FROM operations WHERE tenant_id = $1", tenant.id) == "in_progress"

@@ -137,8 +137,10 @@ async def continue_run(run_id: FromPath[str], console: Console, state: State) ->
         return await _page(console, state, identity, steps=run.steps, prompt=_prompt(run, ctx.now()))
     try:
         now = ctx.now()
-        over = await resume(run, identity, ctx.fetcher, slug=console.tenant.slug,
-                            base_url=ctx.settings.issuer_base_url, now=now)
+        async with ctx.pool.acquire() as conn:
+            over = await resume(conn, run, identity, ctx.fetcher, slug=console.tenant.slug,
+                                base_url=ctx.settings.issuer_base_url, ledger_base_url=ctx.settings.ledger_base_url,
+                                now=now)
         if not over:
             await pending.save(run, now=int(now.timestamp()))
             return await _page(console, state, identity, steps=run.steps, prompt=_prompt(run, now))

@@ -35,7 +35,7 @@ def status_of(step: Step) -> Status:
         return "passed"
     if step.ok is False:
         return "failed"
-    return "informational" if step.exchanges else "not_run"
+    return "informational" if step.exchanges or step.findings else "not_run"
 
 
 class StoredExchange(msgspec.Struct, frozen=True, kw_only=True):

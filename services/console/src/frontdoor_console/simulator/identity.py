@@ -63,6 +63,8 @@ class SimulatorIdentity:
             "jwks_uri": self.jwks_uri,
             "redirect_uris": [self.client_id.removesuffix("/agent.json") + "/callback"],
             "token_endpoint_auth_method": "private_key_jwt",
+            # OPS-2-01: companies return operations only to agents that list the extension.
+            "extensions": {"operations": {"version": "1"}},
         }
 
     def jwks(self) -> dict[str, Any]:

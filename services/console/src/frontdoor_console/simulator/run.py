@@ -10,8 +10,11 @@
    starts stops here with a `SignInWait`, the admin signs in as a test user in another tab,
    and `resume` polls (each continue of the page, at the issuer's interval) until the
    Account Token is granted;
-5. revocation of that Account Token (RFC 7009, PAP §4.9): its sign-in ends;
-6. the next request with it, a refresh, is refused (``400 invalid_grant``).
+5. an operation (`frontdoor_console.simulator.operation`, Operations extension v1): a test
+   operation proposed in the ledger on the company's behalf, read and confirmed by the agent
+   at the operations endpoint, the perform webhook's delivery and outcome shown;
+6. revocation of that Account Token (RFC 7009, PAP §4.9): its sign-in ends;
+7. the next request with it, a refresh, is refused (``400 invalid_grant``).
 
 A step that fails says what is wrong and where to fix it; the steps after it do not run
 (an agent would stop there too).
@@ -34,6 +37,7 @@ from .agent import SimulatorAgent, error_of
 from .api_call import call_first_api
 from .exchange import Exchange, RecordingFetcher
 from .identity import SimulatorIdentity
+from .operation import run_operation
 from .pending import PendingRun, SignInWait, expired
 from .sign_in import judge_poll, start_device_sign_in
 from .step import Step, StepFinding
@@ -50,6 +54,7 @@ def _steps() -> list[Step]:
             Step(key="session", title="A signed-out Session at the token endpoint"),
             Step(key="api", title="A call to your first listed API or MCP server"),
             Step(key="signin", title="Device Sign-In at your login page"),
+            Step(key="operation", title="An operation proposed, approved and performed by your webhook"),
             Step(key="revoke", title="Revocation of the Account Token"),
             Step(key="refused", title="The next request with the revoked Account Token is refused")]
 
@@ -111,7 +116,7 @@ async def simulate(conn: asyncpg.Connection, identity: SimulatorIdentity, fetche
                    slug: str, base_url: str, now: datetime, dev: bool) -> tuple[list[Step], SignInWait | None]:
     """Run the steps up to the sign-in; the steps, and what the run waits with when it waits for it."""
     steps = _steps()
-    discovery, session, api, signin, _, _ = steps
+    discovery, session, api, signin, *_ = steps
     http = RecordingFetcher(fetcher)
     await _discover(conn, discovery, http, tenant_id, base_url=base_url, now=now, dev=dev)
     discovery.exchanges = _take(http)
@@ -170,8 +175,8 @@ async def simulate(conn: asyncpg.Connection, identity: SimulatorIdentity, fetche
                              next_poll_at=at + max(1, started.interval))
 
 
-async def resume(run: PendingRun, identity: SimulatorIdentity, fetcher: Any, *, slug: str, base_url: str,
-                 now: datetime) -> bool:
+async def resume(conn: asyncpg.Connection, run: PendingRun, identity: SimulatorIdentity, fetcher: Any, *, slug: str,
+                 base_url: str, ledger_base_url: str, now: datetime) -> bool:
     """Go on with a run waiting for its sign-in: poll once if due; True when the run is over.
 
     Never polls before the interval the issuer set (RFC 8628 §3.5), so pressing continue
@@ -179,7 +184,8 @@ async def resume(run: PendingRun, identity: SimulatorIdentity, fetcher: Any, *, 
     5 s to the interval, as the issuer does.
     """
     steps, wait = run.steps, run.wait
-    signin, revoke, refused = (next(s for s in steps if s.key == k) for k in ("signin", "revoke", "refused"))
+    signin, operation, revoke, refused = (next(s for s in steps if s.key == k)
+                                          for k in ("signin", "operation", "revoke", "refused"))
     at = int(now.timestamp())
     if expired(wait, now):
         signin.ok = False
@@ -220,6 +226,15 @@ async def resume(run: PendingRun, identity: SimulatorIdentity, fetcher: Any, *, 
     signin.ok = True
     signin.summary = (f"Signed in: Session {granted.get('session_id', wait.session_id)}, scope "
                       f"{granted.get('scope', '')!s}; the Session Token and Account Token are shown redacted.")
+    token = granted["access_token"]
+    try:
+        await run_operation(operation, agent, conn, tenant_id=run.tenant_id, session_id=wait.session_id, token=token,
+                            endpoint=f"{ledger_base_url}/{slug}/operations", run_id=run.run_id, now=now)
+    except FetchError as exc:
+        _fetch_failed(operation, exc)
+    operation.exchanges = _take(http) + operation.exchanges  # the agent's requests, then the webhook's attempts
+    if operation.ok is False:
+        return True
     await _sign_out(revoke, refused, agent, urls=urls, granted=granted, session_id=wait.session_id)
     return True
 
