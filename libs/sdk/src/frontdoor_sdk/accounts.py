@@ -93,6 +93,7 @@ class ConnectedAgent(msgspec.Struct, frozen=True, kw_only=True):
         last_signed_in_at: When its newest live sign-in happened.
         last_refreshed_at: When it last got an Account Token.
         sign_ins: How many live sign-ins it has.
+        simulator: True for Frontdoor's agent simulator (a test sign-in from the dashboard).
     """
 
     client_id: str
@@ -103,6 +104,7 @@ class ConnectedAgent(msgspec.Struct, frozen=True, kw_only=True):
     last_signed_in_at: datetime
     last_refreshed_at: datetime
     sign_ins: int = 1
+    simulator: bool = False
 
     @property
     def scopes(self) -> list[str]:

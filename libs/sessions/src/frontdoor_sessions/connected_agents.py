@@ -31,6 +31,9 @@ class ConnectedAgent(msgspec.Struct, frozen=True, kw_only=True):
         last_signed_in_at: When its newest live sign-in happened.
         last_refreshed_at: When it last got an Account Token (a sign-in or a refresh).
         sign_ins: How many live sign-ins it has (one per device or Session family).
+        simulator: True for the dashboard's agent simulator (a client_id the tenant's simulator
+            acts under, ``simulator_client_ids``): a test user the company's admin signed in
+            from the dashboard, not an agent the user chose; the company may hide it or mark it.
     """
 
     client_id: str
@@ -41,6 +44,7 @@ class ConnectedAgent(msgspec.Struct, frozen=True, kw_only=True):
     last_signed_in_at: datetime
     last_refreshed_at: datetime
     sign_ins: int
+    simulator: bool = False
 
 
 _QUERY = """
@@ -51,7 +55,8 @@ SELECT s.client_id,
        min(s.created_at) AS connected_at,
        max(s.created_at) AS last_signed_in_at,
        coalesce(max(t.last_token_at), max(s.created_at)) AS last_refreshed_at,
-       count(*) AS sign_ins
+       count(*) AS sign_ins,
+       EXISTS (SELECT 1 FROM simulator_client_ids m WHERE m.tenant_id = $1 AND m.client_id = s.client_id) AS simulator
   FROM sign_ins s
   LEFT JOIN LATERAL (SELECT max(created_at) AS last_token_at FROM account_tokens
                       WHERE tenant_id = s.tenant_id AND sign_in_id = s.id) t ON true
@@ -77,5 +82,5 @@ async def connected_agents(conn: asyncpg.Connection, tenant_id: str, account_id:
     return [ConnectedAgent(client_id=r["client_id"], client_name=r["client_name"], logo_uri=r["logo_uri"],
                            scope=_union(list(r["scopes"])), connected_at=r["connected_at"],
                            last_signed_in_at=r["last_signed_in_at"], last_refreshed_at=r["last_refreshed_at"],
-                           sign_ins=int(r["sign_ins"]))
+                           sign_ins=int(r["sign_ins"]), simulator=bool(r["simulator"]))
             for r in rows]

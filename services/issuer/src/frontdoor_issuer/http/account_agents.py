@@ -7,7 +7,8 @@ The answer lists each agent with a live sign-in to the account::
 
     {"account": "acct_ada", "agents": [{"client_id": "https://agent.example/client.json",
       "client_name": "Poppy", "logo_uri": null, "scope": "orders:read",
-      "connected_at": "...", "last_signed_in_at": "...", "last_refreshed_at": "...", "sign_ins": 1}]}
+      "connected_at": "...", "last_signed_in_at": "...", "last_refreshed_at": "...", "sign_ins": 1,
+      "simulator": false}]}
 
 ``client_name`` is the agent's own words: escape it. Nothing here is a secret, but who is
 connected to whom is private: only the company's servers may ask. Refusals are RFC 9457
