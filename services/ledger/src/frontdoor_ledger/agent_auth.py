@@ -29,6 +29,7 @@ from litestar import Request, Response
 
 from .context import LedgerContext, LedgerTenant
 from .delegated_auth import DelegatedCallerView, authenticate_delegated, delegated_refusal
+from .inbound import Inbound
 
 __all__ = ["Refused", "authenticate", "refusal"]
 
@@ -60,17 +61,11 @@ def refusal(error: ProtocolError, *, body_extra: dict[str, Any] | None = None,
                     headers=out)
 
 
-def _public_url(ctx: LedgerContext, request: Request[Any, Any, Any]) -> str:
-    # The URL the agent addressed: the configured public base (never the Host header) and the
-    # path as sent, still percent-encoded (the proof's htu is compared with it).
-    raw = request.scope.get("raw_path")
-    path = raw.decode("ascii", "replace") if isinstance(raw, bytes) and raw else request.url.path
-    query = request.url.query
-    return f"{ctx.settings.ledger_base_url}{path}" + (f"?{query}" if query else "")
-
-
-async def authenticate(ctx: LedgerContext, tenant: LedgerTenant, request: Request[Any, Any, Any]) -> CallerView:
+async def authenticate(ctx: LedgerContext, tenant: LedgerTenant,
+                       request: Request[Any, Any, Any] | Inbound) -> CallerView:
     """The verified caller, or :class:`Refused`.
+
+    ``request`` is a Litestar request or, from the lean confirm route, an :class:`Inbound`.
 
     A request with a ``Poppy-Session`` header is a PAP 1.0 request (ADR 0004 §9,
     :mod:`frontdoor_ledger.delegated_auth`); any other is a draft 0.2 one.
@@ -80,10 +75,11 @@ async def authenticate(ctx: LedgerContext, tenant: LedgerTenant, request: Reques
             under 1.0 also ``invalid_session`` / ``session_ended`` (400).
     """
     now = ctx.now()
-    headers = list(request.headers.multi_items())
-    url = _public_url(ctx, request)
+    inbound = request if isinstance(request, Inbound) else Inbound.of(request)
+    headers = inbound.headers
+    url = inbound.url(ctx.settings.ledger_base_url)
     if any(name.lower() == "poppy-session" for name, _ in headers):
-        verified_1_0 = await authenticate_delegated(ctx, tenant, request, url=url)
+        verified_1_0 = await authenticate_delegated(ctx, tenant, inbound, url=url)
         if isinstance(verified_1_0, Response):
             raise Refused(verified_1_0)
         return verified_1_0
@@ -91,12 +87,12 @@ async def authenticate(ctx: LedgerContext, tenant: LedgerTenant, request: Reques
         try:
             keys = await ctx.keys.keyset(conn, tenant.tenant_id, now)
             try:
-                verified = verify_resource_request(method=request.method, url=url, headers=headers, keys=keys,
+                verified = verify_resource_request(method=inbound.method, url=url, headers=headers, keys=keys,
                                                    issuer=tenant.issuer, now=int(now.timestamp()),
                                                    signatures=ctx.signatures)
             except UnknownKeyId:
                 keys = await ctx.keys.keyset(conn, tenant.tenant_id, now, refresh=True)
-                verified = verify_resource_request(method=request.method, url=url, headers=headers, keys=keys,
+                verified = verify_resource_request(method=inbound.method, url=url, headers=headers, keys=keys,
                                                    issuer=tenant.issuer, now=int(now.timestamp()))
         except ProtocolError as error:
             raise Refused(refusal(error)) from None

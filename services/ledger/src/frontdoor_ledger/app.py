@@ -48,6 +48,7 @@ from .context import LedgerContext
 from .conversations_hub import ConversationsHub
 from .delegated_auth import delegated_callers
 from .http import agent_conversations, agent_operations, company_api, company_conversations, openapi
+from .http.lean_routes import crash_response
 from .http.problems import company_problem, is_company_path
 from .performer import Performer
 
@@ -78,8 +79,7 @@ def _error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str
     if company:
         return company_problem(500, "server_error", "Something went wrong on our side. Quote the request_id "
                                                    "if you contact us.")
-    return Response({"error": "server_error", "error_description": "Something went wrong on our side."},
-                    status_code=500, headers=headers)
+    return crash_response()
 
 
 def _refused(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:

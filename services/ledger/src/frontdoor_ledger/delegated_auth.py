@@ -30,9 +30,10 @@ from frontdoor_protocol import (
     parse_scope,
 )
 from frontdoor_sessions import Admission, DelegatedCallers, DelegatedRefusal, NewSessionRefused
-from litestar import Request, Response
+from litestar import Response
 
 from .context import LedgerContext, LedgerTenant
+from .inbound import Inbound
 
 __all__ = ["DelegatedCallerView", "authenticate_delegated", "delegated_callers", "delegated_refusal"]
 
@@ -95,13 +96,13 @@ def delegated_refusal(error: ProtocolError, *, scheme: str | None = None, body_e
                     status_code=status or error.status_at(Surface.RESOURCE), headers=out)
 
 
-async def authenticate_delegated(ctx: LedgerContext, tenant: LedgerTenant, request: Request[Any, Any, Any], *,
+async def authenticate_delegated(ctx: LedgerContext, tenant: LedgerTenant, request: Inbound, *,
                                  url: str) -> DelegatedCallerView | Response[Any]:
     """The verified 1.0 caller, or the response refusing the request."""
     callers: DelegatedCallers = ctx.delegated_callers
     try:
         verified = await callers.verify(tenant.tenant_id, tenant.issuer, method=request.method, url=url,
-                                        headers=list(request.headers.multi_items()), now=ctx.now())
+                                        headers=list(request.headers), now=ctx.now())
     except DelegatedRefusal as refused:
         return delegated_refusal(refused.error, scheme=refused.scheme)
     except Unavailable as exc:

@@ -19,13 +19,13 @@ when signed in, an access token (PAP 1.0, the same Ops v1 rules; ADR 0004 §9).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
 from frontdoor_core.metrics import CONFIRMS
 from frontdoor_core.rate_limit import hit
 from frontdoor_core.redis_keys import shard
-from frontdoor_httpkit import client_address
 from frontdoor_operations import kinds, ledger
 from frontdoor_operations.ledger import Operation, to_wire
 from frontdoor_operations.rules import CallerView, cancel_decision, check_owner, confirm_decision, is_lapsed
@@ -36,9 +36,10 @@ from litestar.params import FromPath
 
 from ..agent_auth import Refused, authenticate, refusal
 from ..context import LedgerContext, LedgerTenant
+from ..inbound import Inbound
 from ..performer import RepriceUnavailable
 
-__all__ = ["routes"]
+__all__ = ["CONFIRM_PATH", "agent_confirm", "routes"]
 
 _NO_STORE = {"Cache-Control": "no-store"}
 REQUESTS_PER_NETWORK_PER_MINUTE = 3000
@@ -71,16 +72,17 @@ async def _owned(ctx: LedgerContext, slug: str, operation_id: str,
     return tenant, caller, op
 
 
-async def _owned_with(ctx: LedgerContext, slug: str, operation_id: str, request: Request[Any, Any, Any], *,
-                      targets: bool) -> tuple[LedgerTenant, CallerView, Operation, kinds.ConfirmTargets | None]:
+async def _owned_with(ctx: LedgerContext, slug: str, operation_id: str, request: Request[Any, Any, Any] | Inbound,
+                      *, targets: bool) -> tuple[LedgerTenant, CallerView, Operation, kinds.ConfirmTargets | None]:
     """The caller and its operation; with ``targets``, what a confirm needs of the kind, read in the same statement."""
+    inbound = request if isinstance(request, Inbound) else Inbound.of(request)
     # Before any lookup or signature check (the costly parts): per network, then per Session.
-    network = client_address(request, ctx.settings.trusted_proxies)
+    network = inbound.network(ctx.settings.trusted_proxies)
     await _limit(ctx, f"ledger:net:{shard(slug[:64])}:{network}", REQUESTS_PER_NETWORK_PER_MINUTE)
     tenant = await ctx.tenant(slug)
     if tenant is None:
         raise Refused(refusal(ProtocolError(ErrorCode.OPERATION_NOT_FOUND, "No such operation.")))
-    caller = await authenticate(ctx, tenant, request)
+    caller = await authenticate(ctx, tenant, inbound)
     await _limit(ctx, f"ledger:ses:{shard(tenant.tenant_id)}:{caller.session_id}", REQUESTS_PER_SESSION_PER_MINUTE)
     confirm_targets: kinds.ConfirmTargets | None = None
     async with ctx.pool.acquire() as conn:
@@ -125,13 +127,29 @@ def _terms_changed(op: Operation) -> Response[Any]:
     return refusal(error, body_extra={"operation": to_wire(op)})
 
 
-@post("/{slug:str}/operations/{operation_id:str}/confirm", status_code=200)
+CONFIRM_PATH = "/{slug:str}/operations/{operation_id:str}/confirm"
+"""The agent's confirm, served by :func:`confirm_operation` and by the lean route (:mod:`.lean_routes`)."""
+
+
+@post(CONFIRM_PATH, status_code=200)
 async def confirm_operation(slug: FromPath[str], operation_id: FromPath[str], request: Request[Any, Any, Any],
                             state: State) -> Response[Any]:
-    ctx: LedgerContext = state.ctx
-    tenant, caller, op, targets = await _owned_with(ctx, slug, operation_id, request, targets=True)
+    return await agent_confirm(state.ctx, slug, operation_id, Inbound.of(request), request.body)
+
+
+async def agent_confirm(ctx: LedgerContext, slug: str, operation_id: str, inbound: Inbound,
+                        read_body: Callable[[], Awaitable[bytes]]) -> Response[Any]:
+    """The agent's ``POST {endpoint}/{id}/confirm``, whichever entry point received it.
+
+    The body is read only once the caller and its operation are known (``read_body``).
+
+    Raises:
+        Refused: the caller's refusals before its operation was read (rate limits,
+            authentication, ownership), which the app's handler answers.
+    """
+    tenant, caller, op, targets = await _owned_with(ctx, slug, operation_id, inbound, targets=True)
     try:
-        body = msgspec.json.decode(await request.body(), type=_ConfirmBody)
+        body = msgspec.json.decode(await read_body(), type=_ConfirmBody)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return refusal(ProtocolError(ErrorCode.INVALID_REQUEST, "The body must be {revision, approved_by}."))
     return await confirm_flow(ctx, tenant, caller, op, revision=body.revision, approved_by=body.approved_by,

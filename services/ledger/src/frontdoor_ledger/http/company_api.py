@@ -31,7 +31,7 @@ from ..context import LedgerContext, LedgerTenant
 from .agent_operations import confirm_flow
 from .problems import COMPANY_STATUS, as_company_problem, company_problem, is_company_path
 
-__all__ = ["domain_error", "routes"]
+__all__ = ["agent_domain_error", "domain_error", "routes"]
 
 _NO_STORE = {"Cache-Control": "no-store"}
 _SAFE_PATH = re.compile(r"\$(\.[a-z_]{1,40}|\[[0-9]{1,6}\])*")
@@ -50,13 +50,18 @@ def domain_error(request: Request[Any, Any, Any], exc: Exception) -> Response[An
     """The app's handler for a use case's refusal, with its status: a problem on the ledger API,
     ``{"error", "error_description"}`` at the agents' endpoints."""
     assert isinstance(exc, DomainError)
-    status = COMPANY_STATUS.get(exc.kind, 400)
+    if not is_company_path(request.url.path):
+        return agent_domain_error(exc)
     retry = getattr(exc, "retry_after", None)
-    headers = {"Retry-After": str(retry)} if retry is not None else None
-    if is_company_path(request.url.path):
-        return _error(status, exc.code, exc.detail, headers)
-    return Response({"error": exc.code, "error_description": exc.detail}, status_code=status,
-                    headers={**_NO_STORE, **(headers or {})})
+    return _error(COMPANY_STATUS.get(exc.kind, 400), exc.code, exc.detail,
+                  {"Retry-After": str(retry)} if retry is not None else None)
+
+
+def agent_domain_error(exc: DomainError) -> Response[Any]:
+    """A use case's refusal at the agents' endpoints: ``{"error", "error_description"}``, its status."""
+    retry = getattr(exc, "retry_after", None)
+    return Response({"error": exc.code, "error_description": exc.detail}, status_code=COMPANY_STATUS.get(exc.kind, 400),
+                    headers={**_NO_STORE, **({"Retry-After": str(retry)} if retry is not None else {})})
 
 
 async def provide_company(slug: FromPath[str], request: Request[Any, Any, Any], state: State) -> LedgerTenant:
