@@ -363,6 +363,11 @@ async def test_an_operation_is_proposed_approved_and_performed_by_the_webhook(
         assert q.headers["authorization"].split(" ", 1)[1] not in done.text and q.headers["dpop"] not in done.text
     stored = await db.fetchval("SELECT steps FROM simulator_runs WHERE tenant_id = $1 AND id = $2", tenant.id, rid)
     assert [s["status"] for s in stored if s["key"] == "operation"] == ["passed"]
+    # Not usage: the simulator's operation, nor its delivered perform message.
+    assert await db.fetchval("SELECT count(*) FROM webhook_messages WHERE tenant_id = $1 AND state = 'delivered'",
+                             tenant.id) == 1
+    usage = (await console.get("/api/v1/billing", headers=tenant.auth)).json()["usage"]
+    assert (usage["operations"]["used"], usage["webhook_deliveries"]["used"]) == (0, 0)
     # Another tenant sees neither the operation nor the run.
     await sign_in(console, other_tenant.email)
     assert op["id"] not in (await console.get("/operations")).text

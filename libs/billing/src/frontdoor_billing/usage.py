@@ -35,8 +35,11 @@ _QUERIES: dict[str, str] = {
         " AND NOT EXISTS (SELECT 1 FROM simulator_client_ids s WHERE s.tenant_id = $1 AND s.client_id = o.client_id)"
     ),
     "webhook_deliveries": (
-        "SELECT count(*) FROM webhook_messages WHERE tenant_id = $1 AND state = 'delivered'"
+        "SELECT count(*) FROM webhook_messages m WHERE tenant_id = $1 AND state = 'delivered'"
         " AND delivered_at >= $2 AND delivered_at < $3"
+        # a message about one of the simulator's operations (its perform webhook) is not usage either
+        " AND NOT EXISTS (SELECT 1 FROM operations o JOIN simulator_client_ids s ON s.tenant_id = o.tenant_id"
+        " AND s.client_id = o.client_id WHERE o.tenant_id = $1 AND o.id = m.operation_id)"
     ),
     "active_agents": """
         WITH seen AS (
