@@ -67,12 +67,13 @@ async def offer_device_sign_in(console: AsyncTestClient[Any], t: TenantHandle) -
 
 
 async def ready(console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], t: TenantHandle, dns: LocalDNS,
-                web: MockWeb, *, device: bool = True) -> Any:
+                web: MockWeb, *, device: bool = True) -> tuple[Any, str]:
+    """Device Sign-In offered (unless ``device`` is False), a verified domain, its documents published; (key, domain)."""
     key = await offer_device_sign_in(console, t) if device else None
     domain = await verified_domain(console, t, dns)
     await publish_all(console, issuer, t, web, domain)
     await wire(web, console, issuer, t)
-    return key
+    return key, domain
 
 
 async def user_signs_in(issuer: AsyncTestClient[Any], t: TenantHandle, code: str, key: Any, account: str, *,
@@ -126,7 +127,7 @@ async def test_device_sign_in_through_the_login_page_then_revocation_refused(
     console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], tenant: TenantHandle, dns: LocalDNS, web: MockWeb,
     clock: ShiftableClock, runtime: Runtime, db: Any,
 ) -> None:
-    key = await ready(console, issuer, tenant, dns, web)
+    key, domain = await ready(console, issuer, tenant, dns, web)
     answers = record_answers(web, issuer, tenant)
     started = await run(console, tenant)
     assert started.status_code == 200, started.text
@@ -138,6 +139,8 @@ async def test_device_sign_in_through_the_login_page_then_revocation_refused(
     assert user_code(started.text) == device["user_code"]
     assert f'href="{device["verification_uri_complete"]}" target="_blank"' in started.text
     assert device["verification_uri"] == f"{tenant.issuer}/device"
+    company = re.search(r"<p data-sign-in-company>(.*?)</p>", started.text, re.S)
+    assert company and f"<code>{domain}</code>" in company.group(1)  # PAP-4.6-03: the company named with the link
     # The device code is the agent's secret: never on the page, in a URL, or in Redis in plaintext.
     assert device["device_code"] not in started.text and "device_code=[redacted]" not in started.text
     blob = await runtime.redis.get(f"sim:pending:{shard(tenant.id)}:{rid}")
@@ -208,7 +211,7 @@ async def test_a_denied_sign_in_is_its_finding_and_the_run_ends(
     console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], tenant: TenantHandle, dns: LocalDNS, web: MockWeb,
     clock: ShiftableClock, db: Any,
 ) -> None:
-    key = await ready(console, issuer, tenant, dns, web)
+    key, _ = await ready(console, issuer, tenant, dns, web)
     started = await run(console, tenant)
     rid = waiting_run(started.text)
     await user_signs_in(issuer, tenant, user_code(started.text), key, "acct_test_bob", decision="deny")
@@ -248,7 +251,7 @@ async def test_viewers_and_other_tenants_cannot_continue_a_run(
     console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], tenant: TenantHandle, other_tenant: TenantHandle,
     dns: LocalDNS, web: MockWeb, clock: ShiftableClock, runtime: Runtime, db: Any,
 ) -> None:
-    key = await ready(console, issuer, tenant, dns, web)
+    key, _ = await ready(console, issuer, tenant, dns, web)
     started = await run(console, tenant)
     rid = waiting_run(started.text)
     code = user_code(started.text)
@@ -328,7 +331,7 @@ async def test_an_operation_is_proposed_approved_and_performed_by_the_webhook(
     console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], ledger: AsyncTestClient[Any],  # noqa: F811
     tenant: TenantHandle, other_tenant: TenantHandle, dns: LocalDNS, web: MockWeb, clock: ShiftableClock, db: Any,
 ) -> None:
-    key = await ready(console, issuer, tenant, dns, web)
+    key, _ = await ready(console, issuer, tenant, dns, web)
     receiver, _ = await perform_webhook(console, tenant, web)
     route_prefix(web, ledger, f"{LEDGER}/{tenant.slug}/operations/")
     rid, done = await signed_in_run(console, issuer, tenant, key, clock)
@@ -379,7 +382,7 @@ async def test_a_disabled_perform_endpoint_is_its_finding(
     console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], ledger: AsyncTestClient[Any],  # noqa: F811
     tenant: TenantHandle, dns: LocalDNS, web: MockWeb, clock: ShiftableClock, db: Any,
 ) -> None:
-    key = await ready(console, issuer, tenant, dns, web)
+    key, _ = await ready(console, issuer, tenant, dns, web)
     receiver, endpoint = await perform_webhook(console, tenant, web)
     r = await console.post(f"/api/v1/webhook-endpoints/{endpoint}/disable", headers=tenant.auth)
     assert r.status_code == 200, r.text
@@ -396,7 +399,7 @@ async def test_a_failing_perform_webhook_leaves_the_outcome_unknown_with_its_fin
     console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], ledger: AsyncTestClient[Any],  # noqa: F811
     tenant: TenantHandle, dns: LocalDNS, web: MockWeb, clock: ShiftableClock, db: Any,
 ) -> None:
-    key = await ready(console, issuer, tenant, dns, web)
+    key, _ = await ready(console, issuer, tenant, dns, web)
     await perform_webhook(console, tenant, web, answer="error")
     route_prefix(web, ledger, f"{LEDGER}/{tenant.slug}/operations/")
     _, done = await signed_in_run(console, issuer, tenant, key, clock)

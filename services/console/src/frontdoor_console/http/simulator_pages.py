@@ -60,7 +60,7 @@ async def _page(console: Console, state: State, identity: Any, **context: Any) -
     async with ctx_of(state).pool.acquire() as conn:
         runs = await latest_runs(conn, console.tenant.id, limit=LISTED)
     return console.page("simulator.html", nav="simulator", identity=identity, runs=runs,
-                        listed=LISTED, status_of=status_of,
+                        listed=LISTED, status_of=status_of, organization_name=console.tenant.organization_name,
                         **{"steps": None, "run_id": None, "prompt": None, "notice": None, **context})
 
 
@@ -76,7 +76,7 @@ def _prompt(run: PendingRun, now: datetime) -> dict[str, Any]:
     return {"run_id": run.run_id, "user_code": wait.device.user_code, "verification_uri": wait.device.verification_uri,
             "verification_uri_complete": wait.device.verification_uri_complete,
             "expires_at": datetime.fromtimestamp(wait.expires_at, UTC), "poll_s": wait.interval,
-            "next_in_s": max(0, wait.next_poll_at - at), "polls": wait.polls}
+            "next_in_s": max(0, wait.next_poll_at - at), "polls": wait.polls, "domain": wait.company_domain}
 
 
 async def _finish(console: Console, state: State, run: PendingRun) -> str:

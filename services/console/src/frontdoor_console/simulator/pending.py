@@ -45,6 +45,7 @@ class SignInWait(msgspec.Struct, kw_only=True):
     expires_at: int
     next_poll_at: int
     polls: int = 0
+    company_domain: str = ""
 
 
 class PendingRun(msgspec.Struct, kw_only=True):

@@ -76,7 +76,8 @@ def _fetch_failed(step: Step, exc: FetchError) -> None:
 
 
 async def _discover(conn: asyncpg.Connection, step: Step, http: RecordingFetcher, tenant_id: str, *,
-                    base_url: str, now: datetime, dev: bool) -> None:
+                    base_url: str, now: datetime, dev: bool) -> str:
+    """The publish check of the first verified domain into ``step``; that domain ("" when none)."""
     claims = await domain_claims.list_domains(conn, tenant_id)
     verified = [c for c in claims if c.status == "verified"]
     listed = verified or claims
@@ -86,7 +87,7 @@ async def _discover(conn: asyncpg.Connection, step: Step, http: RecordingFetcher
             code="no_domain", message="Your account has no domain, so no agent can discover you.",
             hint="Add your domain, verify it, and publish its poppy.json.", doc="domains.md",
             setting=_DOMAINS_SETTING, source="frontdoor"))
-        return
+        return ""
     chosen = listed[0]
     report = await run_publish_check(conn, tenant_id, chosen.domain, fetcher=http, base_url=base_url, now=now,
                                      dev=dev)
@@ -97,6 +98,7 @@ async def _discover(conn: asyncpg.Connection, step: Step, http: RecordingFetcher
         step.findings.append(StepFinding(
             code=f.code, message=f.message, hint=f.hint, doc=doc_for(f.code), source=f.source,
             requirement=f.requirement, setting=_DOMAINS_SETTING))
+    return str(chosen.domain)
 
 
 def _member(body: bytes, name: str) -> str | None:
@@ -118,7 +120,7 @@ async def simulate(conn: asyncpg.Connection, identity: SimulatorIdentity, fetche
     steps = _steps()
     discovery, session, api, signin, *_ = steps
     http = RecordingFetcher(fetcher)
-    await _discover(conn, discovery, http, tenant_id, base_url=base_url, now=now, dev=dev)
+    domain = await _discover(conn, discovery, http, tenant_id, base_url=base_url, now=now, dev=dev)
     discovery.exchanges = _take(http)
     if not discovery.ok:
         return steps, None
@@ -171,6 +173,7 @@ async def simulate(conn: asyncpg.Connection, identity: SimulatorIdentity, fetche
     signin.summary = "Waiting for you to sign in as a test user (open the link below in a new tab)."
     return steps, SignInWait(user_id=agent.user_id, session_id=session_id, session_token=token,
                              dpop_jwk=agent.dpop_private_jwk(), dpop_nonce=agent.nonce, device=started,
+                             company_domain=domain,
                              interval=max(1, started.interval), expires_at=at + started.expires_in,
                              next_poll_at=at + max(1, started.interval))
 
