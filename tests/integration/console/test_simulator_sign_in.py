@@ -26,6 +26,7 @@ import re
 from typing import Any
 
 import httpx
+import pytest
 from frontdoor_core.redis_keys import shard
 from frontdoor_core.runtime import Runtime
 from frontdoor_sdk import login_signing_key
@@ -33,6 +34,7 @@ from litestar.testing import AsyncTestClient
 
 from tests.integration.conftest import TenantHandle
 from tests.integration.console.test_dashboard import add_admin, sign_in
+from tests.integration.console.test_log_redaction import capture_logs, capture_spans
 from tests.integration.console.test_simulator import codes, run, statuses, steps, wire
 from tests.integration.issuer.test_pap10_publish_check import publish_all
 from tests.integration.ledger.conftest import LEDGER, Receiver, ledger  # noqa: F401 (the ledger app)
@@ -408,3 +410,37 @@ async def test_a_failing_perform_webhook_leaves_the_outcome_unknown_with_its_fin
     assert found[0] == await db.fetchval(
         "SELECT a.error_class FROM webhook_attempts a WHERE a.tenant_id = $1", tenant.id)
     assert await db.fetchval("SELECT state FROM operations WHERE tenant_id = $1", tenant.id) == "in_progress"
+
+
+async def test_no_secret_of_a_whole_run_is_logged_or_in_a_span(
+    console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], ledger: AsyncTestClient[Any],  # noqa: F811
+    tenant: TenantHandle, dns: LocalDNS, web: MockWeb, clock: ShiftableClock, runtime: Runtime,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The capture of ``test_log_redaction``: the apps' own logging pipeline at debug, every span, stdout/stderr."""
+    key, _ = await ready(console, issuer, tenant, dns, web)
+    await perform_webhook(console, tenant, web)
+    route_prefix(web, ledger, f"{LEDGER}/{tenant.slug}/operations/")
+    answers = record_answers(web, issuer, tenant)
+    seen_before = len(web.requests)
+    with capture_spans() as spans, capture_logs() as buf:
+        rid, done = await signed_in_run(console, issuer, tenant, key, clock)
+        blob = await runtime.redis.get(f"sim:pending:{shard(tenant.id)}:{rid}")
+    captured = capfd.readouterr()
+    assert statuses(done.text)["refused"] == "passed" and statuses(done.text)["operation"] == "passed"
+    assert blob is None  # finished: the waiting state is gone
+    found: list[str] = []
+    for _, answer in answers:
+        found += [answer[k] for k in ("access_token", "refresh_token", "device_code") if k in answer]
+    for q in web.requests[seen_before:]:
+        found += [q.headers[h].split(" ", 1)[-1] for h in ("authorization", "dpop") if h in q.headers]
+        if q.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+            form = httpx.QueryParams(q.content.decode())
+            found += [form[k] for k in ("client_assertion", "assertion", "token", "refresh_token", "device_code")
+                      if k in form]
+    found += [s.rsplit(".", 1)[-1] for s in found if s.count(".") == 2]
+    assert len(found) > 15
+    text = "\n".join([buf.getvalue(), captured.out, captured.err, spans.text()])
+    assert len(spans.spans) > 10 and "simulator-runs" in text and "/oauth/device" in text  # it sees the run
+    leaked = [s[:12] for s in found if s in text]
+    assert not leaked, f"secrets in logs/spans: {leaked}"
