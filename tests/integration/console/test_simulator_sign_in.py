@@ -32,6 +32,7 @@ from frontdoor_core.runtime import Runtime
 from frontdoor_sdk import login_signing_key
 from litestar.testing import AsyncTestClient
 
+from tests.conftest import unique
 from tests.integration.conftest import TenantHandle
 from tests.integration.console.test_dashboard import add_admin, sign_in
 from tests.integration.console.test_log_redaction import capture_logs, capture_spans
@@ -444,3 +445,36 @@ async def test_no_secret_of_a_whole_run_is_logged_or_in_a_span(
     assert len(spans.spans) > 10 and "simulator-runs" in text and "/oauth/device" in text  # it sees the run
     leaked = [s[:12] for s in found if s in text]
     assert not leaked, f"secrets in logs/spans: {leaked}"
+
+
+async def test_a_waiting_run_is_bound_to_its_tenant_and_run(runtime: Runtime) -> None:
+    """The KEK's associated data names the tenant and run: a value copied under another key does not load."""
+    from datetime import UTC, datetime
+
+    from frontdoor_console.simulator import PendingRun, PendingRuns, SignInWait
+    from frontdoor_console.simulator.sign_in import DeviceStart
+    from frontdoor_tenancy.credentials import Kek, generate_kek_value
+
+    ta, tb, r1, r2 = unique("ten_a"), unique("ten_b"), unique("sim_a"), unique("sim_b")
+    runs = PendingRuns(runtime.redis, Kek.from_env_value(generate_kek_value()))
+    now = int(datetime.now(UTC).timestamp())
+    device = DeviceStart(device_code="dc-secret-123", user_code="ABCD-EFGH", verification_uri="https://i/device",
+                         verification_uri_complete="https://i/device?user_code=ABCD-EFGH", interval=5, expires_in=600)
+    wait = SignInWait(user_id="u", session_id="ses_x", session_token="st-secret-456", dpop_jwk={}, dpop_nonce=None,
+                      device=device, interval=5, expires_at=now + 600, next_poll_at=now + 5)
+    run = PendingRun(run_id=r1, tenant_id=ta, member_id="adm", member_email="a@example.com",
+                     started_at=datetime.now(UTC), steps=[], wait=wait)
+    await runs.save(run, now=now)
+    loaded = await runs.load(ta, r1)
+    assert loaded is not None and loaded.wait.device.device_code == "dc-secret-123"
+    blob = await runtime.redis.get(f"sim:pending:{shard(ta)}:{r1}")
+    assert b"dc-secret-123" not in blob and b"st-secret-456" not in blob
+    assert 590 <= await runtime.redis.ttl(f"sim:pending:{shard(ta)}:{r1}") <= 600
+    assert await runs.load(tb, r1) is None and await runs.load(ta, r2) is None
+    for tenant_id, run_id in ((tb, r1), (ta, r2)):
+        await runtime.redis.set(f"sim:pending:{shard(tenant_id)}:{run_id}", blob, ex=60)
+        assert await runs.load(tenant_id, run_id) is None  # moved: does not decrypt
+    assert await runs.lock(ta, r1) and not await runs.lock(ta, r1)
+    await runs.unlock(ta, r1)
+    await runs.drop(ta, r1)
+    assert await runs.load(ta, r1) is None
