@@ -12,10 +12,10 @@ real issuer (as `tests/integration/console/test_simulator_api_call` wires it). N
   the signed-out Session and the call to Northwind's first GET operation are green and the
   run waits at the sign-in with the link and user code; a test user signs in (the issuer's
   device page, the company's login handoff, consent) and the page's own htmx poll, at the
-  issuer's interval, carries the run through the sign-in, the Account Token's revocation
-  and its refusal, all green, without a reload (the operation step is informational: this
-  tenant has no operation kind, and says so); the run is first in the history and its
-  page opens, green.
+  issuer's interval, carries the run through the sign-in, a test operation (confirmed at the
+  real ledger, performed by the tenant's perform webhook, its delivery shown), the Account
+  Token's revocation and its refusal, all green, without a reload; the run is first in the
+  history and its page opens, green.
 - A tenant with the wrong domain in its poppy.json: discovery fails with ``domain_mismatch``
   and its doc link, the later steps do not run; the history and the run's page say so.
 """
@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from frontdoor_core.settings import Settings
 from litestar.testing import AsyncTestClient
 from northwind import NorthwindConfig
 from northwind import create_app as northwind_app
@@ -41,8 +42,14 @@ from tests.browser.test_browser_scanner_funnel import (  # noqa: F401 (the scann
 )
 from tests.integration.conftest import STRONG_PASSWORD, TenantHandle, sign_up
 from tests.integration.console.test_simulator import route_to, wire
-from tests.integration.console.test_simulator_sign_in import offer_device_sign_in, user_signs_in
+from tests.integration.console.test_simulator_sign_in import (
+    offer_device_sign_in,
+    perform_webhook,
+    route_prefix,
+    user_signs_in,
+)
 from tests.integration.issuer.test_pap10_publish_check import publish_all
+from tests.integration.ledger.conftest import LEDGER
 from tests.integration.northwind.test_account_page import forwarding_client
 from tests.integration.signin.conftest import configure, resource_credential
 from tests.integration.test_issuer_discovery import verified_domain
@@ -52,12 +59,25 @@ from tests.support.mock_web import MockWeb
 
 pytestmark = pytest.mark.browser
 login_keys: dict[str, Any] = {}  # the key each tenant's pretend login page signs its answers with
-RAN = ("discovery", "session", "api", "signin", "revoke", "refused")  # the steps a green run passes
+RAN = ("discovery", "session", "api", "signin", "operation", "revoke", "refused")  # the steps a green run passes
+
+
+@pytest.fixture(scope="session")
+async def ledger_app(settings: Settings, migrated: str, clock: ShiftableClock, scan_web: MockWeb  # noqa: F811
+                     ) -> AsyncIterator[AsyncTestClient[Any]]:
+    """The real ledger app in-process, its perform webhooks sent through the same pretend internet."""
+    from frontdoor_core.outbound import SafeFetcher
+    from frontdoor_ledger.app import create_app
+
+    app = create_app(settings, clock=clock, fetcher=SafeFetcher(transport=scan_web))
+    async with AsyncTestClient(app, base_url=LEDGER) as client:
+        yield client
 
 
 @pytest.fixture
 async def northwind(api: AsyncTestClient[Any], issuer_app: AsyncTestClient[Any], dns: LocalDNS,  # noqa: F811
-                    scan_web: MockWeb, clock: ShiftableClock) -> AsyncIterator[tuple[TenantHandle, str]]:  # noqa: F811
+                    scan_web: MockWeb, clock: ShiftableClock, ledger_app: AsyncTestClient[Any],  # noqa: F811
+                    ) -> AsyncIterator[tuple[TenantHandle, str]]:
     """A tenant whose verified domain is Northwind's, its OpenAPI API listed in poppy.json; (tenant, origin)."""
     tenant = await sign_up(api)
     domain = await verified_domain(api, tenant, dns)
@@ -65,6 +85,8 @@ async def northwind(api: AsyncTestClient[Any], issuer_app: AsyncTestClient[Any],
     await configure(api, tenant, apis=[{"type": "openapi", "url": f"{origin}/openapi.json",
                                         "description": "Products and orders"}])
     login_keys[tenant.id] = await offer_device_sign_in(api, tenant)
+    await perform_webhook(api, tenant, scan_web)  # an operation kind and its perform webhook (a test receiver)
+    route_prefix(scan_web, ledger_app, f"{LEDGER}/{tenant.slug}/operations/")
     await publish_all(api, issuer_app, tenant, scan_web, domain)
     await wire(scan_web, api, issuer_app, tenant)
     credential = await resource_credential(api, tenant)
@@ -128,11 +150,11 @@ async def test_an_admin_runs_the_simulator_against_northwind_and_every_step_is_g
         await expect(step.locator("h3 .ok")).to_have_text("passed")
     await expect(run.locator("[data-sign-in-prompt]")).to_have_count(0)
     await expect(run.locator(".bad")).to_have_count(0)
-    # This tenant has no operation kind: the operation step says so (informational), with its fix.
+    await expect(run.locator(".finding")).to_have_count(0)
+    # The operation: proposed, confirmed at the ledger, performed by the webhook; its delivery shown.
     operation = run.locator("article[data-step=operation]")
-    await expect(operation).to_have_attribute("data-status", "informational")
-    await expect(run.locator(".finding")).to_have_count(1)
-    await expect(operation.locator(".finding[data-code=no_operation_kind]")).to_be_visible()
+    await expect(operation).to_contain_text("your perform webhook answered succeeded")
+    await expect(operation.locator("details.exchange summary", has_text="/webhooks/frontdoor")).to_contain_text("200")
     await expect(run.locator("article[data-step=api]")).to_contain_text(f"GET {origin}/api/products answered 200")
     # Each exchange opens to show what went over the wire, the Session Token redacted.
     call = run.locator("article[data-step=api] details.exchange", has_text=f"GET {origin}/api/products")
