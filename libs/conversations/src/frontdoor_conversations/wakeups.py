@@ -57,8 +57,10 @@ async def publish_delta(redis: aioredis.Redis, tenant_id: str, conversation_id: 
         pipe.rpush(key, msgspec.json.encode(delta))
         pipe.ltrim(key, -_MAX_PIECES, -1)
         pipe.expire(key, DELTA_TTL_SECONDS)
-        pipe.publish(CHANNEL, msgspec.json.encode({"k": _key(tenant_id, conversation_id), "d": delta}))
         await pipe.execute()
+    # After the MULTI, not in it: a Redis Cluster refuses PUBLISH (no key, no slot) in a
+    # pipeline. A stream that reconnects between the two reads the piece from the list.
+    await redis.publish(CHANNEL, msgspec.json.encode({"k": _key(tenant_id, conversation_id), "d": delta}))
 
 
 async def recent_deltas(redis: aioredis.Redis, tenant_id: str, message_id: str) -> list[dict[str, Any]]:

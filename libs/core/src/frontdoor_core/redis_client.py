@@ -1,17 +1,35 @@
-"""The Redis client: hot, disposable state only (replay caches, rate limits, codes)."""
+"""The Redis client: hot, disposable state only (replay caches, rate limits, codes).
+
+A single Redis (``redis.asyncio.Redis``) by default; with ``FRONTDOOR_REDIS_CLUSTER=1`` a
+``redis.asyncio.RedisCluster`` seeded by ``REDIS_URL`` (docs/scaling.md, "Redis Cluster").
+Both answer the commands the services send the same way: every multi-key command, ``MULTI``
+block and script keeps its keys in one slot (``redis_keys.shard`` hash tags), pipelines
+without a transaction are split by node by the cluster client, and pub/sub goes through any
+node (a cluster broadcasts ``PUBLISH``). What differs and what the callers do about it:
+``PUBLISH`` cannot be queued in a cluster pipeline (it has no key), so it is sent after the
+pipeline; a cluster client has no single ``connection_pool`` (`drop_connections`).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
 from .metrics import REDIS_ERRORS
 
-__all__ = ["Redis", "create_redis"]
+__all__ = ["Redis", "create_redis", "drop_connections", "is_cluster"]
 
 Redis = aioredis.Redis
+
+_TIMEOUTS: dict[str, Any] = {"socket_timeout": 2.0, "socket_connect_timeout": 2.0, "health_check_interval": 15}
+
+
+def _count_error(args: tuple[Any, ...]) -> None:
+    name = args[0] if args else "unknown"
+    REDIS_ERRORS.labels(str(name.decode() if isinstance(name, bytes) else name).split(" ", 1)[0].upper()).inc()
 
 
 class _CountingRedis(aioredis.Redis):
@@ -21,18 +39,43 @@ class _CountingRedis(aioredis.Redis):
         try:
             return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
         except RedisError:
-            name = args[0] if args else "unknown"
-            REDIS_ERRORS.labels(str(name.decode() if isinstance(name, bytes) else name).split(" ", 1)[0].upper()).inc()
+            _count_error(args)
             raise
 
 
-def create_redis(url: str) -> aioredis.Redis:
-    """A client for ``url`` with short timeouts: callers fail closed rather than hang."""
-    client: aioredis.Redis = _CountingRedis.from_url(
-        url,
-        socket_timeout=2.0,
-        socket_connect_timeout=2.0,
-        health_check_interval=15,
-        retry_on_timeout=False,
-    )
+class _CountingRedisCluster(RedisCluster):
+    """The same count for a cluster client (a MOVED followed by the client is not an error)."""
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        try:
+            return await super().execute_command(*args, **options)
+        except RedisError:
+            _count_error(args)
+            raise
+
+
+def create_redis(url: str, *, cluster: bool = False) -> aioredis.Redis:
+    """A client for ``url`` with short timeouts: callers fail closed rather than hang.
+
+    ``cluster``: ``url`` is one node of a Redis Cluster; the client learns the others and the
+    slot map from it (and again on ``MOVED``). Typed as ``Redis``: it serves every command the
+    services use (``tests/integration/test_redis_cluster.py`` runs them on a real cluster).
+    """
+    if cluster:
+        return cast(aioredis.Redis, _CountingRedisCluster.from_url(url, **_TIMEOUTS))
+    client: aioredis.Redis = _CountingRedis.from_url(url, retry_on_timeout=False, **_TIMEOUTS)
     return client
+
+
+def is_cluster(client: object) -> bool:
+    """Whether ``client`` is a cluster client (``PUBLISH`` then goes outside pipelines)."""
+    return isinstance(client, RedisCluster)
+
+
+async def drop_connections(client: aioredis.Redis) -> None:
+    """Drop every connection at once, in use or not (a shutdown past its grace period)."""
+    if isinstance(client, RedisCluster):
+        for node in client.get_nodes():
+            await node.disconnect()
+        return
+    await client.connection_pool.disconnect(inuse_connections=True)

@@ -13,7 +13,7 @@ import structlog
 
 from .clock import Clock, utc_now
 from .db import create_pool
-from .redis_client import create_redis
+from .redis_client import create_redis, drop_connections
 from .settings import Settings
 
 __all__ = ["CLOSE_TIMEOUT_S", "Runtime"]
@@ -40,7 +40,8 @@ class Runtime:
         if not settings.database_url or not settings.redis_url:
             raise RuntimeError("DATABASE_URL and REDIS_URL must be set (make run sets them for you)")
         pool = await create_pool(settings.database_url, min_size=settings.db_pool_min, max_size=settings.db_pool_max)
-        return cls(settings=settings, pool=pool, redis=create_redis(settings.redis_url), clock=clock or utc_now)
+        redis = create_redis(settings.redis_url, cluster=settings.redis_cluster)
+        return cls(settings=settings, pool=pool, redis=redis, clock=clock or utc_now)
 
     async def close(self) -> None:
         """Close what this runtime opened (not what a test lent it), never hanging a shutdown.
@@ -56,7 +57,7 @@ class Runtime:
         except TimeoutError:
             _log.warning("runtime_close_timeout", what="redis", seconds=CLOSE_TIMEOUT_S)
             with contextlib.suppress(Exception):
-                await self.redis.connection_pool.disconnect(inuse_connections=True)
+                await drop_connections(self.redis)
         try:
             await asyncio.wait_for(self.pool.close(), CLOSE_TIMEOUT_S)
         except TimeoutError:

@@ -43,6 +43,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     env: Annotated[Env, _doc("`dev` allows plain `http://` loopback URLs, and every service logs a `dev_mode` WARNING at each start (saying also when the variable is unset); `test` is dev for the test suite; `production` refuses any non-HTTPS public URL. Unset means `dev`: deployments set `production` (the container images do).")] = "dev"
     database_url: Annotated[str, _doc("PostgreSQL URL. Empty: `make run` / `make test` start an embedded server under the data directory.")] = ""
     redis_url: Annotated[str, _doc("Redis URL (`redis://`, `rediss://` or `unix://`). Empty: an embedded `redis-server` is started.")] = ""
+    redis_cluster: Annotated[bool, _doc("`1`: `REDIS_URL` names one node of a Redis Cluster (`redis://` or `rediss://`, database 0) and the services use a cluster client, which finds the other nodes and follows the slots. Celery's broker cannot be a cluster: set `FRONTDOOR_CELERY_BROKER_URL` to a single Redis too. `0`: a single Redis (or one behind Sentinel or a proxy).")] = False
+    celery_broker_url: Annotated[str, _doc("The Celery broker of the workers and beat, a single Redis (`redis://`, `rediss://` or `unix://`; never a cluster). Empty: `REDIS_URL`. Required with `FRONTDOOR_REDIS_CLUSTER=1`.")] = ""
     data_dir: Annotated[str, _doc("Where the embedded servers, the dev KEK and logs live. Reused by the next run.")] = "./.data"
     kek: Annotated[str, _doc("Key-encryption key for secrets at rest: base64url of 32 random bytes; several comma-separated during rotation, the current one first. `make run` generates one into the data directory.")] = ""
     issuer_base_url: Annotated[str, _doc("Public base URL of the issuer service; a tenant's issuer is `{this}/{slug}`. Unset under `make run` in dev: `http://127.0.0.1:{FRONTDOOR_ISSUER_PORT}`.")] = "http://127.0.0.1:8001"
@@ -227,6 +229,13 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
                     ipaddress.ip_network(part.strip(), strict=False)
         except ValueError:
             raise SettingsError(f"{ENV_NAMES['trusted_proxies']}: not a list of CIDRs") from None
+    if settings.redis_cluster:
+        if urlsplit(settings.redis_url).scheme not in {"", "redis", "rediss"} or urlsplit(settings.redis_url).path not in {"", "/", "/0"}:
+            raise SettingsError(f"{ENV_NAMES['redis_cluster']}: REDIS_URL must be a redis:// or rediss:// node of the"
+                                " cluster, database 0")
+        if not settings.celery_broker_url:
+            raise SettingsError(f"{ENV_NAMES['redis_cluster']}: Celery's broker cannot be a Redis Cluster; set"
+                                f" {ENV_NAMES['celery_broker_url']} to a single Redis")
     if settings.issuer_workers < 0:
         raise SettingsError(f"{ENV_NAMES['issuer_workers']}: not a number of workers (0: one per CPU)")
     if not 0 <= settings.metrics_port <= 65535:
@@ -261,6 +270,8 @@ def _format_default(value: object) -> str:
             if secs % size == 0 and secs >= size:
                 return f"{secs // size}{unit}"
         return f"{secs}s"
+    if isinstance(value, bool):
+        return "1" if value else "0"
     return str(value) if value != "" else "(empty)"
 
 

@@ -32,7 +32,9 @@ def broker_url(redis_url: str) -> str:
 _settings = load()
 prepare_metrics(_settings.metrics_port)  # before any metric exists: prefork children share one listener
 connect_metrics(_settings.metrics_port)  # task runs counted from signals; /metrics from the worker's parent
-app = Celery("frontdoor", broker=broker_url(_settings.redis_url or "redis://127.0.0.1:6379/0"),
+# The broker is a single Redis even when the services use a Redis Cluster (kombu has no cluster
+# transport): FRONTDOOR_CELERY_BROKER_URL, else REDIS_URL.
+app = Celery("frontdoor", broker=broker_url(_settings.celery_broker_url or _settings.redis_url or "redis://127.0.0.1:6379/0"),
              include=["frontdoor_dispatcher.tasks.domains", "frontdoor_dispatcher.tasks.keys",
                       "frontdoor_dispatcher.tasks.webhooks", "frontdoor_dispatcher.tasks.recoveries",
                       "frontdoor_dispatcher.tasks.billing", "frontdoor_dispatcher.tasks.conversations",

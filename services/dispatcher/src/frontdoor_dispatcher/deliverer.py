@@ -338,7 +338,7 @@ def main(settings: Settings | None = None) -> None:
     async def go() -> None:
         pool = await create_pool(s.database_url, min_size=2, max_size=s.db_pool_max)
         fetcher = DeliveryClient(delivery_outbound_policy(s), max_connections=32)
-        redis = create_redis(s.redis_url) if s.redis_url else None
+        redis = create_redis(s.redis_url, cluster=s.redis_cluster) if s.redis_url else None
         deliverer = Deliverer(s.database_url, pool, sender=SafeSender(fetcher), kek=Kek.from_env_value(s.kek),
                               policy=DeliveryPolicy.from_settings(s), redis=redis,
                               heartbeat=Path(s.data_dir) / "deliverer-heartbeat")
