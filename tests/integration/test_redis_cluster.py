@@ -8,8 +8,9 @@ the DPoP proof's ``jti`` claim), a replayed assertion refused, a Device Sign-In 
 flow's ``MULTI`` and scripts), refresh, and introspection twice (the Session-state cache's
 ``MGET`` of head and entry). Directly on the cluster client: the rate limiter's script, the
 replay cache's non-transactional pipeline and claim/release, the conversations' delta
-``MULTI`` followed by its ``PUBLISH``, and pub/sub through `OutcomeWaiters` (a confirm waking
-on another replica's outcome). The keys land on more than one master, so no test passes on
+``MULTI`` followed by its ``PUBLISH``, pub/sub through `OutcomeWaiters` (a confirm waking
+on another replica's outcome), the authorization and join codes' ``MULTI`` and scripts, and
+the console's inbox-stream leases. The keys land on more than one master, so no test passes on
 one node by luck. Settings refuse a cluster without a separate Celery broker.
 """
 
@@ -166,3 +167,40 @@ def test_a_cluster_needs_its_own_celery_broker() -> None:
     s = load_settings({**env, "FRONTDOOR_CELERY_BROKER_URL": "redis://broker:6379/0"})
     assert s.redis_cluster is True and s.celery_broker_url == "redis://broker:6379/0"
     assert load_settings({}).redis_cluster is False
+
+
+async def test_codes_and_stream_leases_work_on_the_cluster(redis: Any) -> None:
+    from frontdoor_console.http.conversation_stream import ConversationStreams, TooManyStreams
+    from frontdoor_sessions.authorization_codes import AuthorizationCodeStore, IssuedCode
+    from frontdoor_sessions.join_codes import JoinCodeStore, JoinGrant
+
+    # authorization codes: the issue MULTI, then the take / bind / give-back scripts
+    codes = AuthorizationCodeStore(redis)
+    issued = IssuedCode(client_id="https://agent.example", redirect_uri="https://agent.example/cb",
+                        code_challenge="c" * 43, requested_scope="poppy:read", scope="poppy:read", account_id="acct-1")
+    code = await codes.issue("ten_codes", issued)
+    taken = await codes.take("ten_codes", code, client_id="https://agent.example")
+    assert taken.status == "taken" and taken.code == issued
+    await codes.give_back("ten_codes", taken.handle)
+    again = await codes.take("ten_codes", code, client_id="https://agent.example")
+    assert again.status == "taken"
+    assert await codes.bind_sign_in("ten_codes", again.handle, "sgn_1") is False
+    used = await codes.take("ten_codes", code, client_id="https://agent.example")
+    assert used.status == "used" and used.sign_in_id == "sgn_1"
+    # join codes: the issue MULTI, the authorize and consume scripts
+    joins = JoinCodeStore(redis)
+    cookie = "k" * 40
+    join = await joins.issue("ten_codes", cookie_secret=cookie)
+    grant = JoinGrant(client_id="https://agent.example", sid="sid-1", sub="sub-1", session="ses_1")
+    assert await joins.authorize("ten_codes", join, grant) == "authorized"
+    redeemed = await joins.redeem("ten_codes", join, cookie_secret=cookie)
+    assert redeemed.status == "joined" and redeemed.grant == grant
+    assert (await joins.redeem("ten_codes", join, cookie_secret=cookie)).status == "unknown"
+    # the console's inbox-stream leases: one MULTI over the member's and the tenant's sorted sets
+    streams = ConversationStreams(redis)
+    streams.per_member = 1
+    lease = await streams.acquire("ten_codes", "adm_1")
+    with pytest.raises(TooManyStreams):
+        await streams.acquire("ten_codes", "adm_1")
+    await streams.release("ten_codes", "adm_1", lease)
+    await streams.release("ten_codes", "adm_1", await streams.acquire("ten_codes", "adm_1"))
