@@ -83,7 +83,7 @@ async def test_a_well_configured_tenant_runs_green_and_no_secret_is_shown(
     assert {k: ran[k] for k in ("discovery", "session")} == {"discovery": "yes", "session": "yes"}, codes(r.text)
     # Without Device Sign-In offered the run ends at the sign-in step: informational, with the finding
     # that says how to turn it on (the signed-in steps are in test_simulator_sign_in.py).
-    assert statuses(r.text)["signin"] == "informational" and codes(r.text) == ["device_sign_in_not_offered"]
+    assert statuses(r.text)["signin"] == "informational" and codes(r.text) == ["sign_in_not_offered"]
     assert statuses(r.text)["revoke"] == "not_run"
     assert f"{BASE}/{tenant.slug}/oauth/token" in r.text
     # The issuer really fetched the simulator's CIMD from the console, over HTTP.

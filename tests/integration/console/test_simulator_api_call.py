@@ -145,7 +145,7 @@ async def test_a_refusal_asking_for_a_sign_in_is_informational(
     r = await run(console, tenant)
     ran = steps(r.text)
     assert ran["api"] == "skipped" and statuses(r.text)["signin"] == "informational"
-    assert codes(r.text) == ["device_sign_in_not_offered"]  # the run went on to the sign-in
+    assert codes(r.text) == ["sign_in_not_offered"]  # the run went on to the sign-in
     api = _step(r.text, "api")
     assert "informational" in api and "401 sign_in_required" in api and "scope=orders:read" in api
 
@@ -169,5 +169,5 @@ async def test_an_openapi_document_too_large_to_read_is_informational(
     r = await run(console, tenant)
     ran = steps(r.text)
     assert ran["api"] == "skipped" and statuses(r.text)["signin"] == "informational"
-    assert codes(r.text) == ["device_sign_in_not_offered"]  # the run went on to the sign-in
+    assert codes(r.text) == ["sign_in_not_offered"]  # the run went on to the sign-in
     assert "larger than the simulator reads" in _step(r.text, "api")

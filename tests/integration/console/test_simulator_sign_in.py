@@ -244,7 +244,7 @@ async def test_without_device_sign_in_the_run_stops_with_the_finding(
 ) -> None:
     await ready(console, issuer, tenant, dns, web, device=False)
     r = await run(console, tenant)
-    assert codes(r.text) == ["device_sign_in_not_offered"]
+    assert codes(r.text) == ["sign_in_not_offered"]
     assert statuses(r.text)["signin"] == "informational" and statuses(r.text)["revoke"] == "not_run"
     assert "data-sign-in-prompt" not in r.text and "sign-in.md" in r.text
     assert steps(r.text)["session"] == "yes"
@@ -478,3 +478,106 @@ async def test_a_waiting_run_is_bound_to_its_tenant_and_run(runtime: Runtime) ->
     await runs.unlock(ta, r1)
     await runs.drop(ta, r1)
     assert await runs.load(ta, r1) is None
+
+
+async def offer_direct_sign_in(console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], t: TenantHandle,
+                               dns: LocalDNS, web: MockWeb) -> Any:
+    """Direct Sign-In only (no Device Sign-In), the login page connected, documents published; the login key."""
+    key = login_signing_key()
+    public = dict(key.as_dict(private=False))
+    public["kid"] = key.kid
+    await configure(console, t, login={"url": LOGIN, "public_jwk": public},
+                    direct={"enabled": True, "scopes": ["poppy:read"]})
+    domain = await verified_domain(console, t, dns)
+    await publish_all(console, issuer, t, web, domain)
+    await wire(web, console, issuer, t)
+    return key
+
+
+def authorize_url(page: str) -> httpx.URL:
+    link = re.search(r'<a href="([^"]+)" target="_blank" rel="noopener noreferrer" data-authorize-link>', page)
+    assert link, page
+    return httpx.URL(html.unescape(link.group(1)))
+
+
+async def browser_authorizes(issuer: AsyncTestClient[Any], t: TenantHandle, url: httpx.URL, key: Any, account: str,
+                             *, decision: str = "allow") -> httpx.URL:
+    """A browser: the authorization URL, the company's login page, consent; the redirect back to the agent."""
+    issuer.cookies.clear()
+    r = await issuer.get(url.raw_path.decode(), follow_redirects=False)
+    assert r.status_code == 303, r.text
+    response = await company_login(issuer, t, r.headers["location"], key, account)
+    r = await issuer.post(f"/{t.slug}/login/callback", data={"response": response}, follow_redirects=False)
+    consent = await issuer.get(f"/{t.slug}/consent")
+    decided = await issuer.post(f"/{t.slug}/consent", data={"_csrf_token": csrf(consent.text),
+                                                             "decision": decision, "scope": ["poppy:read"]},
+                                follow_redirects=False)
+    assert decided.status_code == 303, decided.text
+    return httpx.URL(decided.headers["location"])
+
+
+async def test_direct_sign_in_when_only_it_is_offered(
+    console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], tenant: TenantHandle, other_tenant: TenantHandle,
+    dns: LocalDNS, web: MockWeb, runtime: Runtime, db: Any,
+) -> None:
+    """PAP §4.5: the authorization URL on the page (S256, state), the browser back at the simulator's callback."""
+    key = await offer_direct_sign_in(console, issuer, tenant, dns, web)
+    started = await run(console, tenant)
+    assert statuses(started.text)["signin"] == "informational", codes(started.text)
+    url = authorize_url(started.text)
+    query = dict(url.params)
+    redirect_uri = f"https://console.frontdoor.test/simulator/{tenant.slug}/callback"
+    assert str(url).startswith(f"{tenant.issuer}/oauth/authorize?")
+    assert (query["client_id"], query["redirect_uri"], query["code_challenge_method"], query["scope"]) == (
+        f"https://console.frontdoor.test/simulator/{tenant.slug}/agent.json", redirect_uri, "S256", "poppy:read")
+    rid = waiting_run(started.text)
+    assert query["state"].startswith(rid + "~") and len(query["state"]) > len(rid) + 30
+    blob = await runtime.redis.get(f"sim:pending:{shard(tenant.id)}:{rid}")
+    assert blob is not None and query["state"].encode() not in blob
+
+    # The test user's browser: authorize, the company's login page, consent; back to the simulator.
+    back = await browser_authorizes(issuer, tenant, url, key, "acct_test_eve")
+    assert str(back).startswith(redirect_uri + "?")
+    code = back.params["code"]
+    # A forged state (or another tenant's admin) reaches nothing, and the run still waits.
+    forged = back.copy_merge_params({"state": rid + "~forged"})
+    assert (await console.get(forged.raw_path.decode())).status_code == 404
+    await sign_in(console, other_tenant.email)
+    assert (await console.get(back.raw_path.decode())).status_code == 404
+    assert await runtime.redis.get(f"sim:pending:{shard(tenant.id)}:{rid}") is not None
+
+    await sign_in(console, tenant.email)
+    done = await console.get(back.raw_path.decode())
+    assert done.status_code == 200, done.text
+    assert statuses(done.text) == {"discovery": "passed", "session": "passed", "api": "not_run",
+                                   "signin": "passed", "operation": "informational", "revoke": "passed",
+                                   "refused": "passed"}, codes(done.text)
+    assert "Direct Sign-In at your login page" in done.text and code not in done.text
+    sent = [q for q in web.requests if q.url.path.endswith("/oauth/token")
+            and "authorization_code" in q.content.decode()]
+    assert len(sent) == 1
+    form = httpx.QueryParams(sent[0].content.decode())
+    assert (form["redirect_uri"], form["code"]) == (redirect_uri, code) and form["code_verifier"] not in done.text
+    assert await db.fetchval("SELECT type FROM sign_ins WHERE tenant_id = $1", tenant.id) == "direct"
+    assert await db.fetchval("SELECT ok FROM simulator_runs WHERE tenant_id = $1 AND id = $2", tenant.id, rid)
+    # The code is redeemed once: the callback again finds no run.
+    assert (await console.get(back.raw_path.decode())).status_code == 404
+
+
+async def test_a_direct_sign_in_denied_comes_back_as_its_finding(
+    console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], tenant: TenantHandle, dns: LocalDNS, web: MockWeb,
+    db: Any,
+) -> None:
+    key = await offer_direct_sign_in(console, issuer, tenant, dns, web)
+    started = await run(console, tenant)
+    rid = waiting_run(started.text)
+    back = await browser_authorizes(issuer, tenant, authorize_url(started.text), key, "acct_test_finn",
+                                    decision="deny")
+    assert back.params["error"] == "access_denied" and "code" not in back.params
+    done = await console.get(back.raw_path.decode())
+    assert done.status_code == 200 and codes(done.text) == ["access_denied"]
+    assert statuses(done.text)["signin"] == "failed" and statuses(done.text)["revoke"] == "not_run"
+    assert await db.fetchval("SELECT ok FROM simulator_runs WHERE tenant_id = $1 AND id = $2", tenant.id, rid) is False
+    # The page that started it, still polling, now says the run is over.
+    again = await go_on(console, rid)
+    assert again.status_code == 200 and "data-run-finished" in again.text

@@ -7,7 +7,10 @@ KEK-encrypted in Redis (`frontdoor_console.simulator.pending`), while the admin 
 a test user in another tab; ``POST /simulator-runs/{id}/continue`` (the page's button, and
 htmx's poll of it at the issuer's interval) polls once when due and, once the sign-in is
 granted, denied or expired, runs the last steps and keeps the run in the history
-(`frontdoor_console.simulator.history`). ``GET /simulator-runs/{id}`` is one stored run (any role; a
+(`frontdoor_console.simulator.history`). A Direct Sign-In comes back instead to
+``GET /simulator/{slug}/callback`` (the simulator's ``redirect_uri``, in the admin's own
+browser, so their console session): its ``state`` names the run and must match it whole;
+the run is taken out of Redis before the code is redeemed, so a code is redeemed once. ``GET /simulator-runs/{id}`` is one stored run (any role; a
 run of another tenant is a 404). ``GET /simulator/{slug}/agent.json`` and ``jwks.json`` are
 the simulator agent's public Client ID Metadata Document and keys, fetched by the issuer
 like any agent's.
@@ -15,13 +18,14 @@ like any agent's.
 
 from __future__ import annotations
 
+import hmac
 from datetime import UTC, datetime
 from typing import Any
 
 from frontdoor_core.errors import NotFound
 from frontdoor_core.ids import new_id
 from frontdoor_tenancy import tenants
-from litestar import Response, Router, get, post
+from litestar import Request, Response, Router, get, post
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.params import FromPath
@@ -36,6 +40,7 @@ from ..simulator import (
     latest_runs,
     load_identity,
     record_run,
+    redeem,
     register_client_id,
     resume,
     simulate,
@@ -72,11 +77,15 @@ def _pending(state: State) -> PendingRuns:
 def _prompt(run: PendingRun, now: datetime) -> dict[str, Any]:
     """What the page shows of a waiting sign-in: the links and user code, never the device code."""
     wait = run.wait
-    at = int(now.timestamp())
-    return {"run_id": run.run_id, "user_code": wait.device.user_code, "verification_uri": wait.device.verification_uri,
-            "verification_uri_complete": wait.device.verification_uri_complete,
-            "expires_at": datetime.fromtimestamp(wait.expires_at, UTC), "poll_s": wait.interval,
-            "next_in_s": max(0, wait.next_poll_at - at), "polls": wait.polls, "domain": wait.company_domain}
+    shown: dict[str, Any] = {"run_id": run.run_id, "expires_at": datetime.fromtimestamp(wait.expires_at, UTC),
+                             "poll_s": wait.interval, "polls": wait.polls, "domain": wait.company_domain,
+                             "direct": wait.direct is not None}
+    if wait.device is not None:
+        shown.update(user_code=wait.device.user_code, verification_uri=wait.device.verification_uri,
+                     verification_uri_complete=wait.device.verification_uri_complete)
+    if wait.direct is not None:
+        shown["authorize_url"] = wait.direct.authorize_url  # state and the S256 challenge: no secret
+    return shown
 
 
 async def _finish(console: Console, state: State, run: PendingRun) -> str:
@@ -102,17 +111,18 @@ async def run_simulator(console: Console, state: State) -> Template:
     async with ctx.pool.acquire() as conn:
         # Before its first request: the funnel and metering leave this client_id out.
         await register_client_id(conn, console.tenant.id, identity.client_id, now=started)
+        run_id = new_id("sim")
         steps, wait = await simulate(conn, identity, ctx.fetcher, tenant_id=console.tenant.id,
                                      slug=console.tenant.slug, base_url=ctx.settings.issuer_base_url, now=started,
-                                     dev=ctx.settings.is_dev)
-    run = PendingRun(run_id=new_id("sim"), tenant_id=console.tenant.id, member_id=console.session.admin.id,
+                                     dev=ctx.settings.is_dev, run_id=run_id)
+    run = PendingRun(run_id=run_id, tenant_id=console.tenant.id, member_id=console.session.admin.id,
                      member_email=console.session.admin.email, started_at=started, steps=steps,
                      wait=wait) if wait is not None else None
     if run is None:
         async with ctx.pool.acquire() as conn:
-            run_id = await record_run(conn, console.tenant.id, steps, member_id=console.session.admin.id,
-                                      member_email=console.session.admin.email, started_at=started,
-                                      finished_at=ctx.now())
+            await record_run(conn, console.tenant.id, steps, member_id=console.session.admin.id,
+                             member_email=console.session.admin.email, started_at=started, finished_at=ctx.now(),
+                             run_id=run_id)
         return await _page(console, state, identity, steps=steps, run_id=run_id)
     await _pending(state).save(run, now=int(started.timestamp()))
     return await _page(console, state, identity, steps=steps, prompt=_prompt(run, started))
@@ -151,6 +161,35 @@ async def continue_run(run_id: FromPath[str], console: Console, state: State) ->
     return await _page(console, state, identity, steps=run.steps, run_id=run_id)
 
 
+@get("/simulator/{slug:str}/callback")
+async def direct_callback(slug: FromPath[str], request: Request[Any, Any, Any], console: Console,
+                          state: State) -> Template:
+    """Direct Sign-In's return (the simulator's ``redirect_uri``): ``state`` names the run; the code is redeemed once."""
+    ctx = ctx_of(state)
+    console.require("write")
+    params = {k: request.query_params[k][:4096] for k in ("code", "state", "iss", "error")
+              if k in request.query_params}
+    run_id = params.get("state", "").split("~", 1)[0][:64]
+    pending = _pending(state)
+    run = await pending.load(console.tenant.id, run_id) if slug == console.tenant.slug and run_id else None
+    direct = run.wait.direct if run is not None else None
+    if run is None or direct is None or not hmac.compare_digest(direct.state, params.get("state", "")):
+        raise NotFound("not_found", "No simulator run is waiting for this sign-in (it may have finished or expired).")
+    if not await pending.lock(console.tenant.id, run_id):
+        raise NotFound("not_found", "This sign-in is being finished already.")
+    try:
+        await pending.drop(console.tenant.id, run_id)  # the code is redeemed once, whatever comes of it
+        identity = await _identity(state, console.tenant.id, console.tenant.slug)
+        async with ctx.pool.acquire() as conn:
+            await redeem(conn, run, identity, ctx.fetcher, slug=console.tenant.slug,
+                         base_url=ctx.settings.issuer_base_url, ledger_base_url=ctx.settings.ledger_base_url,
+                         now=ctx.now(), params=params)
+        await _finish(console, state, run)
+    finally:
+        await pending.unlock(console.tenant.id, run_id)
+    return await _page(console, state, identity, steps=run.steps, run_id=run_id)
+
+
 @get("/simulator-runs/{run_id:str}")
 async def simulator_run(run_id: FromPath[str], console: Console, state: State) -> Template:
     async with ctx_of(state).pool.acquire() as conn:
@@ -182,6 +221,6 @@ async def simulator_jwks(slug: str, state: State) -> Response[Any]:
 
 
 public_routes = [simulator_metadata, simulator_jwks]
-router = Router(path="/", route_handlers=[simulator_page, run_simulator, continue_run, simulator_run],
+router = Router(path="/", route_handlers=[simulator_page, run_simulator, continue_run, direct_callback, simulator_run],
                 dependencies={"console": Provide(provide_console)}, exception_handlers=EXCEPTION_HANDLERS,
                 include_in_schema=False)

@@ -7,7 +7,7 @@ from .exchange import REDACTED, DecodedJwt, Exchange, RecordingFetcher
 from .history import LISTED, RunRecord, StoredStep, get_run, latest_runs, record_run, status_of
 from .identity import SOFTWARE_ID, SimulatorIdentity, client_id_for, is_simulator, load_identity, register_client_id
 from .pending import PendingRun, PendingRuns, SignInWait
-from .run import resume, simulate
+from .run import redeem, resume, simulate
 from .step import Step, StepFinding
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "latest_runs",
     "load_identity",
     "record_run",
+    "redeem",
     "register_client_id",
     "resume",
     "simulate",

@@ -20,7 +20,7 @@ from frontdoor_core.outbound import FetchError, FetchResult
 __all__ = ["REDACTED", "DecodedJwt", "Exchange", "RecordingFetcher", "decode_jwt", "redact_form", "redact_json"]
 
 REDACTED: Final = "[redacted]"
-_SECRET_MEMBERS: Final = frozenset({"access_token", "refresh_token", "id_token", "token", "device_code",
+_SECRET_MEMBERS: Final = frozenset({"access_token", "refresh_token", "id_token", "token", "device_code", "code_verifier",
                                     "client_secret", "code"})
 _JWT_MEMBERS: Final = frozenset({"client_assertion", "assertion"})
 _PRIVATE_JWK: Final = frozenset({"d", "p", "q", "dp", "dq", "qi", "k"})

@@ -51,6 +51,7 @@ class SimulatorIdentity:
     def __init__(self, console_base_url: str, slug: str, key: ECKey, kid: str) -> None:
         self.client_id = client_id_for(console_base_url, slug)
         self.jwks_uri = f"{console_base_url}/simulator/{slug}/jwks.json"
+        self.redirect_uri = f"{console_base_url}/simulator/{slug}/callback"  # Direct Sign-In's return
         self.key = key
         self.kid = kid
 
@@ -61,7 +62,7 @@ class SimulatorIdentity:
             "client_name": "Frontdoor agent simulator",
             "software_id": SOFTWARE_ID,
             "jwks_uri": self.jwks_uri,
-            "redirect_uris": [self.client_id.removesuffix("/agent.json") + "/callback"],
+            "redirect_uris": [self.redirect_uri],
             "token_endpoint_auth_method": "private_key_jwt",
             # OPS-2-01: companies return operations only to agents that list the extension.
             "extensions": {"operations": {"version": "1"}},

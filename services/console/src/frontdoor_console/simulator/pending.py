@@ -7,7 +7,7 @@ collect the sign-in), the run's DPoP private key. It never reaches the page or a
 page carries only the run's ID, and the state is one Redis value per run,
 ``sim:pending:{tenant}:<run_id>``, encrypted under the KEK with the tenant and run ID as
 associated data (a value moved to another tenant's or run's key does not decrypt), expiring
-with the device code (``expires_in``, at most `MAX_WAIT_S`). A continue takes a short lock
+with the device code (``expires_in``; a Direct Sign-In waits 10 minutes; at most `MAX_WAIT_S`). A continue takes a short lock
 per run (`PendingRuns.lock`), so a button press and the page's own poll never poll the
 token endpoint twice at once.
 """
@@ -21,7 +21,7 @@ import msgspec
 from frontdoor_core.redis_keys import shard
 from frontdoor_tenancy.credentials.key_encryption import DecryptionError, Kek, row_aad
 
-from .sign_in import DeviceStart
+from .sign_in import DeviceStart, DirectStart
 from .step import Step
 
 __all__ = ["MAX_WAIT_S", "PendingRun", "PendingRuns", "SignInWait", "expired"]
@@ -33,14 +33,16 @@ _LOCK_MS: Final = 30_000
 
 
 class SignInWait(msgspec.Struct, kw_only=True):
-    """The agent's side of a Device Sign-In in progress: its Session, DPoP key and device code."""
+    """The agent's side of a sign-in in progress: its Session, DPoP key, and the device code (Device
+    Sign-In) or the PKCE verifier and state (Direct Sign-In)."""
 
     user_id: str
     session_id: str
     session_token: str
     dpop_jwk: dict[str, Any]
     dpop_nonce: str | None
-    device: DeviceStart
+    device: DeviceStart | None = None
+    direct: DirectStart | None = None
     interval: int
     expires_at: int
     next_poll_at: int

@@ -6,10 +6,11 @@
 2. a signed-out Session at the issuer's token endpoint (PAP §4.5, PAP-4.5-01);
 3. a call with it to the first API (or MCP server) listed in ``poppy.json``
    (`frontdoor_console.simulator.api_call`, PAP §6);
-4. Device Sign-In (`frontdoor_console.simulator.sign_in`, PAP §4.6): the run `simulate`
-   starts stops here with a `SignInWait`, the admin signs in as a test user in another tab,
-   and `resume` polls (each continue of the page, at the issuer's interval) until the
-   Account Token is granted;
+4. Device Sign-In (`frontdoor_console.simulator.sign_in`, PAP §4.6), else Direct Sign-In
+   (PAP §4.5): the run `simulate` starts stops here with a `SignInWait`, the admin signs in
+   as a test user in another tab, and `resume` polls (each continue of the page, at the
+   issuer's interval) until the Account Token is granted, or `redeem` takes the code the
+   browser brings back to the simulator's callback;
 5. an operation (`frontdoor_console.simulator.operation`, Operations extension v1): a test
    operation proposed in the ledger on the company's behalf, read and confirmed by the agent
    at the operations endpoint, the perform webhook's delivery and outcome shown;
@@ -39,10 +40,13 @@ from .exchange import Exchange, RecordingFetcher
 from .identity import SimulatorIdentity
 from .operation import run_operation
 from .pending import PendingRun, SignInWait, expired
-from .sign_in import judge_poll, start_device_sign_in
+from .sign_in import DeviceStart, judge_poll, judge_redemption, start_sign_in
 from .step import Step, StepFinding
 
-__all__ = ["Step", "StepFinding", "resume", "simulate"]
+__all__ = ["Step", "StepFinding", "redeem", "resume", "simulate"]
+
+DIRECT_WAIT_S: Final = 600
+"""How long a Direct Sign-In waits for the browser to come back."""
 
 _AGENTS_SETTING: Final = "/agents"
 _DOMAINS_SETTING: Final = "/domains"
@@ -115,7 +119,8 @@ def _token_of(body: bytes) -> str | None:
 
 
 async def simulate(conn: asyncpg.Connection, identity: SimulatorIdentity, fetcher: Any, *, tenant_id: str,
-                   slug: str, base_url: str, now: datetime, dev: bool) -> tuple[list[Step], SignInWait | None]:
+                   slug: str, base_url: str, now: datetime, dev: bool, run_id: str
+                   ) -> tuple[list[Step], SignInWait | None]:
     """Run the steps up to the sign-in; the steps, and what the run waits with when it waits for it."""
     steps = _steps()
     discovery, session, api, signin, *_ = steps
@@ -160,8 +165,10 @@ async def simulate(conn: asyncpg.Connection, identity: SimulatorIdentity, fetche
     if api.ok is False:
         return steps, None
     try:
-        started = await start_device_sign_in(signin, agent, issuer=urls.issuer, metadata_url=urls.metadata,
-                                             scopes=list(stored.settings.device.scopes))
+        started = await start_sign_in(signin, agent, issuer=urls.issuer, metadata_url=urls.metadata,
+                                      device_scopes=list(stored.settings.device.scopes),
+                                      direct_scopes=list(stored.settings.direct.scopes),
+                                      redirect_uri=identity.redirect_uri, run_id=run_id)
     except FetchError as exc:
         signin.exchanges = _take(http)
         _fetch_failed(signin, exc)
@@ -170,12 +177,19 @@ async def simulate(conn: asyncpg.Connection, identity: SimulatorIdentity, fetche
     if started is None:
         return steps, None
     at = int(now.timestamp())
-    signin.summary = "Waiting for you to sign in as a test user (open the link below in a new tab)."
-    return steps, SignInWait(user_id=agent.user_id, session_id=session_id, session_token=token,
-                             dpop_jwk=agent.dpop_private_jwk(), dpop_nonce=agent.nonce, device=started,
-                             company_domain=domain,
-                             interval=max(1, started.interval), expires_at=at + started.expires_in,
-                             next_poll_at=at + max(1, started.interval))
+    wait = SignInWait(user_id=agent.user_id, session_id=session_id, session_token=token,
+                      dpop_jwk=agent.dpop_private_jwk(), dpop_nonce=agent.nonce, company_domain=domain,
+                      interval=5, expires_at=at + DIRECT_WAIT_S, next_poll_at=at + 5)
+    if isinstance(started, DeviceStart):
+        signin.summary = "Waiting for you to sign in as a test user (open the link below in a new tab)."
+        wait.device, wait.interval = started, max(1, started.interval)
+        wait.expires_at, wait.next_poll_at = at + started.expires_in, at + wait.interval
+    else:
+        signin.title = "Direct Sign-In at your login page"
+        signin.summary = ("Your issuer offers Direct Sign-In (no Device Sign-In): open the authorization link below "
+                          "in a new tab and sign in as a test user; your browser comes back to the simulator.")
+        wait.direct = started
+    return steps, wait
 
 
 async def resume(conn: asyncpg.Connection, run: PendingRun, identity: SimulatorIdentity, fetcher: Any, *, slug: str,
@@ -187,25 +201,26 @@ async def resume(conn: asyncpg.Connection, run: PendingRun, identity: SimulatorI
     5 s to the interval, as the issuer does.
     """
     steps, wait = run.steps, run.wait
-    signin, operation, revoke, refused = (next(s for s in steps if s.key == k)
-                                          for k in ("signin", "operation", "revoke", "refused"))
+    signin = next(s for s in steps if s.key == "signin")
     at = int(now.timestamp())
     if expired(wait, now):
         signin.ok = False
         signin.findings.append(StepFinding(
-            code="expired_token", source="simulator", requirement="PAP-4.6",
-            message="The device code expired before the sign-in was finished.",
+            code="expired_token" if wait.device is not None else "sign_in_not_finished", source="simulator",
+            requirement="PAP-4.6" if wait.device is not None else "PAP-4.5",
+            message="The sign-in was not finished before its time ran out.",
             hint="Run the simulator again and finish signing in within the time shown.",
             doc="sign-in.md#device-sign-in-as-the-user-sees-it"))
         return True
-    if at < wait.next_poll_at:
-        return False
+    if wait.device is None or at < wait.next_poll_at:
+        return False  # a Direct Sign-In ends at the callback (`redeem`), not here
     http = RecordingFetcher(fetcher)
     agent = SimulatorAgent(identity, http, now=at, user_id=wait.user_id, dpop_jwk=wait.dpop_jwk,
                            nonce=wait.dpop_nonce)
     urls = issuer_profile.issuer_urls(base_url, slug)
     try:
-        answer = await agent.poll_device(urls.issuer, urls.token_endpoint, wait.device.device_code, wait.session_id)
+        answer = await agent.poll_device(urls.issuer, urls.token_endpoint, wait.device.device_code,
+                                         wait.session_id)
     except FetchError as exc:
         signin.exchanges += _take(http)
         _fetch_failed(signin, exc)
@@ -225,7 +240,61 @@ async def resume(conn: asyncpg.Connection, run: PendingRun, identity: SimulatorI
         return False
     if outcome.granted is None:
         return True
-    granted = outcome.granted
+    await _signed_in(conn, run, agent, outcome.granted, slug=slug, base_url=base_url,
+                     ledger_base_url=ledger_base_url, now=now)
+    return True
+
+
+async def redeem(conn: asyncpg.Connection, run: PendingRun, identity: SimulatorIdentity, fetcher: Any, *,
+                 slug: str, base_url: str, ledger_base_url: str, now: datetime, params: dict[str, str]) -> None:
+    """A Direct Sign-In's return to the simulator's callback (its ``state`` already matched): the run goes to its end.
+
+    RFC 9207: ``iss`` must be the issuer's; an ``error`` is the step's finding; else the code is
+    redeemed once (the ``authorization_code`` grant with the PKCE verifier and ``session_id``).
+    """
+    signin = next(s for s in run.steps if s.key == "signin")
+    wait, urls = run.wait, issuer_profile.issuer_urls(base_url, slug)
+    assert wait.direct is not None
+    if params.get("iss") != urls.issuer:
+        signin.ok = False
+        signin.findings.append(StepFinding(
+            code="iss_mismatch", source="authorization endpoint", requirement="RFC 9207",
+            message="The redirect back did not carry your issuer's iss, so an agent must not redeem its code.",
+            hint="See sign-in.md.", doc="sign-in.md#turning-it-on"))
+        return
+    if "code" not in params:
+        code = params.get("error") or "no_code"
+        signin.ok = False
+        signin.findings.append(StepFinding(
+            code=code, source="authorization endpoint", requirement="PAP-4.5",
+            message=f"The sign-in came back without a code ({code}).",
+            hint="Run the simulator again and allow access on the consent page.",
+            doc="sign-in.md#turning-it-on", setting=_SETTINGS))
+        return
+    http = RecordingFetcher(fetcher)
+    agent = SimulatorAgent(identity, http, now=int(now.timestamp()), user_id=wait.user_id, dpop_jwk=wait.dpop_jwk,
+                           nonce=wait.dpop_nonce)
+    try:
+        answer = await agent.token(urls.issuer, urls.token_endpoint, {
+            "grant_type": "authorization_code", "code": params["code"], "code_verifier": wait.direct.verifier,
+            "redirect_uri": wait.direct.redirect_uri, "session_id": wait.session_id})
+    except FetchError as exc:
+        signin.exchanges += _take(http)
+        _fetch_failed(signin, exc)
+        return
+    signin.exchanges += _take(http)
+    granted = judge_redemption(signin, answer)
+    if granted is not None:
+        await _signed_in(conn, run, agent, granted, slug=slug, base_url=base_url, ledger_base_url=ledger_base_url,
+                         now=now)
+
+
+async def _signed_in(conn: asyncpg.Connection, run: PendingRun, agent: SimulatorAgent, granted: dict[str, Any], *,
+                     slug: str, base_url: str, ledger_base_url: str, now: datetime) -> None:
+    """Steps 5–7 once the Account Token is granted: the operation, revocation, the refusal."""
+    signin, operation, revoke, refused = (next(s for s in run.steps if s.key == k)
+                                          for k in ("signin", "operation", "revoke", "refused"))
+    http, wait, urls = agent.http, run.wait, issuer_profile.issuer_urls(base_url, slug)
     signin.ok = True
     signin.summary = (f"Signed in: Session {granted.get('session_id', wait.session_id)}, scope "
                       f"{granted.get('scope', '')!s}; the Session Token and Account Token are shown redacted.")
@@ -237,9 +306,8 @@ async def resume(conn: asyncpg.Connection, run: PendingRun, identity: SimulatorI
         _fetch_failed(operation, exc)
     operation.exchanges = _take(http) + operation.exchanges  # the agent's requests, then the webhook's attempts
     if operation.ok is False:
-        return True
+        return
     await _sign_out(revoke, refused, agent, urls=urls, granted=granted, session_id=wait.session_id)
-    return True
 
 
 async def _sign_out(revoke: Step, refused: Step, agent: SimulatorAgent, *, urls: issuer_profile.IssuerUrls,

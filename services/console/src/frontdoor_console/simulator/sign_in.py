@@ -1,8 +1,11 @@
-"""The simulator's Device Sign-In (PAP §4.6, RFC 8628), as any agent plays it.
+"""The simulator's sign-in, as any agent plays it: Device Sign-In (PAP §4.6, RFC 8628), else
+Direct Sign-In (PAP §4.5, RFC 6749 §4.1 with PKCE, RFC 7636, and RFC 9207 ``iss``).
 
-1. read ``device_authorization_endpoint`` in the issuer's metadata (RFC 8414; no endpoint,
-   no Device Sign-In offered: the step is informational, with a finding saying how to turn
-   it on, and the run ends there);
+Device Sign-In, when the issuer's metadata names a ``device_authorization_endpoint``:
+
+1. read the endpoints in the issuer's metadata (RFC 8414; neither Device nor Direct Sign-In
+   offered: the step is informational, with a finding saying how to turn one on, and the
+   run ends there);
 2. ``POST`` it client-authenticated with the scopes the tenant offers for Device Sign-In
    (RFC 8628 §3.1); the answer's links must be on the issuer's host or one of its
    ``poppy_domains`` before the page shows them (PAP-4.6-02);
@@ -11,15 +14,24 @@
    set (RFC 8628 §3.4, §3.5: never before it, ``slow_down`` adds 5 s) until the sign-in is
    granted, denied (``access_denied``) or expires (``expired_token``).
 
-The device code, the tokens and the DPoP key never reach the page: they wait in
-`frontdoor_console.simulator.pending`.
+Direct Sign-In, when only an ``authorization_endpoint`` is offered: the page shows the
+authorization URL (``S256`` challenge, a ``state`` carrying the run's ID and 192 random bits,
+``redirect_uri`` the simulator's ``{console}/simulator/{slug}/callback``, one of its CIMD's
+``redirect_uris``); the admin opens it, signs in, and the browser comes back to that
+callback, which checks ``state`` and ``iss`` and redeems the code once (`redeem_code`).
+
+The device code, the PKCE verifier, the tokens and the DPoP key never reach the page: they
+wait in `frontdoor_console.simulator.pending`.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import secrets
 from typing import Any, Final
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import msgspec
 from frontdoor_core.outbound import FetchResult
@@ -27,7 +39,7 @@ from frontdoor_core.outbound import FetchResult
 from .agent import SimulatorAgent, error_of
 from .step import Step, StepFinding
 
-__all__ = ["DeviceStart", "PollOutcome", "judge_poll", "start_device_sign_in"]
+__all__ = ["DeviceStart", "DirectStart", "PollOutcome", "judge_poll", "judge_redemption", "start_sign_in"]
 
 _SETTINGS: Final = "/settings"
 _PENDING: Final = frozenset({"authorization_pending", "slow_down"})
@@ -42,6 +54,15 @@ class DeviceStart(msgspec.Struct, frozen=True, kw_only=True):
     verification_uri_complete: str
     interval: int
     expires_in: int
+
+
+class DirectStart(msgspec.Struct, frozen=True, kw_only=True):
+    """A Direct Sign-In begun: the URL to open, and what the redemption needs (``verifier`` is secret)."""
+
+    authorize_url: str
+    state: str
+    verifier: str
+    redirect_uri: str
 
 
 class PollOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -74,21 +95,45 @@ def _refused(step: Step, answer: FetchResult, what: str, hint: str) -> None:
                                      setting=_SETTINGS))
 
 
-async def start_device_sign_in(step: Step, agent: SimulatorAgent, *, issuer: str, metadata_url: str,
-                               scopes: list[str]) -> DeviceStart | None:
-    """Steps 1–2: the device code and links, or None with the step failed and its finding."""
+async def start_sign_in(step: Step, agent: SimulatorAgent, *, issuer: str, metadata_url: str,
+                        device_scopes: list[str], direct_scopes: list[str], redirect_uri: str, run_id: str
+                        ) -> DeviceStart | DirectStart | None:
+    """Device Sign-In when offered, else Direct Sign-In; None with the step's finding when neither can start."""
     meta = _json((await agent.http.fetch(metadata_url)).body)
     meta = meta if isinstance(meta, dict) else {}
     endpoint = meta.get("device_authorization_endpoint")
-    if not isinstance(endpoint, str) or not endpoint:
-        # Informational, not failed: a company may serve agents signed out only.
-        step.findings.append(StepFinding(
-            code="device_sign_in_not_offered", source="issuer metadata", requirement="PAP-4.6",
-            message="Your issuer's metadata names no device_authorization_endpoint, so no agent can sign a user in "
-                    "by Device Sign-In, and the simulator stops before the signed-in steps.",
-            hint="Turn on Device Sign-In in your issuer settings, with the scopes agents may ask for, and connect "
-                 "your login page.", doc="sign-in.md#turning-it-on", setting=_SETTINGS))
-        return None
+    if isinstance(endpoint, str) and endpoint:
+        return await _start_device(step, agent, meta, issuer=issuer, endpoint=endpoint, scopes=device_scopes)
+    authorize = meta.get("authorization_endpoint")
+    if isinstance(authorize, str) and authorize:
+        verifier = secrets.token_urlsafe(48)
+        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+        state = f"{run_id}~{secrets.token_urlsafe(24)}"
+        query = {"response_type": "code", "client_id": agent.identity.client_id, "redirect_uri": redirect_uri,
+                 "scope": " ".join(direct_scopes), "state": state, "code_challenge_method": "S256",
+                 "code_challenge": challenge}
+        if not _host_allowed(authorize, issuer, [d for d in meta.get("poppy_domains") or [] if isinstance(d, str)]):
+            step.ok = False
+            step.findings.append(StepFinding(
+                code="authorization_endpoint_foreign_host", source="issuer metadata", requirement="PAP-4.5",
+                message=f"The authorization endpoint {authorize} is on neither your issuer's host nor one of its "
+                        "poppy_domains.", hint="See the exchange above.", doc="sign-in.md#turning-it-on"))
+            return None
+        return DirectStart(authorize_url=f"{authorize}?{urlencode(query)}", state=state, verifier=verifier,
+                           redirect_uri=redirect_uri)
+    # Informational, not failed: a company may serve agents signed out only.
+    step.findings.append(StepFinding(
+        code="sign_in_not_offered", source="issuer metadata", requirement="PAP-4.6",
+        message="Your issuer's metadata names neither a device_authorization_endpoint nor an "
+                "authorization_endpoint, so no agent can sign a user in, and the simulator stops before the "
+                "signed-in steps.",
+        hint="Turn on Device Sign-In (or Direct Sign-In) in your issuer settings, with the scopes agents may ask "
+             "for, and connect your login page.", doc="sign-in.md#turning-it-on", setting=_SETTINGS))
+    return None
+
+
+async def _start_device(step: Step, agent: SimulatorAgent, meta: dict[str, Any], *, issuer: str, endpoint: str,
+                        scopes: list[str]) -> DeviceStart | None:
     answer = await agent.device_authorization(issuer, endpoint, " ".join(scopes))
     body = _json(answer.body) if answer.status == 200 else None
     try:
@@ -112,6 +157,20 @@ async def start_device_sign_in(step: Step, agent: SimulatorAgent, *, issuer: str
                 doc="sign-in.md#device-sign-in-as-the-user-sees-it"))
             return None
     return started
+
+
+def judge_redemption(step: Step, answer: FetchResult) -> dict[str, Any] | None:
+    """The ``authorization_code`` grant's answer: the token response, or None with the step's finding."""
+    body = _json(answer.body)
+    if answer.status == 200 and isinstance(body, dict) and isinstance(body.get("access_token"), str):
+        return body
+    code = error_of(answer) or f"http_{answer.status}"
+    step.ok = False
+    step.findings.append(StepFinding(
+        code=code, source="token endpoint", requirement="PAP-4.5",
+        message=f"The token endpoint refused the authorization code ({answer.status} {code}).",
+        hint="See the exchange above.", doc="sign-in.md#turning-it-on", setting=_SETTINGS))
+    return None
 
 
 def judge_poll(step: Step, answer: FetchResult) -> PollOutcome:
