@@ -145,9 +145,16 @@ class TlsFront:
         return future.result(timeout)
 
     def start(self) -> None:
+        """Start the thread and the proxied names' listeners (port 443 on loopback: root, or
+        ``CAP_NET_BIND_SERVICE``, or ``net.ipv4.ip_unprivileged_port_start`` at most 443)."""
         self._thread.start()
         for name, upstream in self._proxied.items():
-            self._servers.append(self._run(self._proxy(self.hosts[name], upstream)))
+            try:
+                self._servers.append(self._run(self._proxy(self.hosts[name], upstream)))
+            except PermissionError as exc:
+                raise RuntimeError(f"cannot listen on {self.hosts[name]}:443 for {name}: https:// URLs without a "
+                                   "port need port 443 (run as root, grant CAP_NET_BIND_SERVICE, or lower "
+                                   "net.ipv4.ip_unprivileged_port_start)") from exc
 
     async def _proxy(self, address: str, upstream: int) -> asyncio.Server:
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
