@@ -295,19 +295,21 @@ async def _signed_in(conn: asyncpg.Connection, run: PendingRun, agent: Simulator
     signin, operation, revoke, refused = (next(s for s in run.steps if s.key == k)
                                           for k in ("signin", "operation", "revoke", "refused"))
     http, wait, urls = agent.http, run.wait, issuer_profile.issuer_urls(base_url, slug)
+    signed = granted.get("session_id")
+    session_id = signed if isinstance(signed, str) else wait.session_id  # the signed-in Session
     signin.ok = True
-    signin.summary = (f"Signed in: Session {granted.get('session_id', wait.session_id)}, scope "
-                      f"{granted.get('scope', '')!s}; the Session Token and Account Token are shown redacted.")
+    signin.summary = (f"Signed in: Session {session_id}, scope {granted.get('scope', '')!s}; the Session Token "
+                      "and Account Token are shown redacted.")
     token = granted["access_token"]
     try:
-        await run_operation(operation, agent, conn, tenant_id=run.tenant_id, session_id=wait.session_id, token=token,
+        await run_operation(operation, agent, conn, tenant_id=run.tenant_id, session_id=session_id, token=token,
                             endpoint=f"{ledger_base_url}/{slug}/operations", run_id=run.run_id, now=now)
     except FetchError as exc:
         _fetch_failed(operation, exc)
     operation.exchanges = _take(http) + operation.exchanges  # the agent's requests, then the webhook's attempts
     if operation.ok is False:
         return
-    await _sign_out(revoke, refused, agent, urls=urls, granted=granted, session_id=wait.session_id)
+    await _sign_out(revoke, refused, agent, urls=urls, granted=granted, session_id=session_id)
 
 
 async def _sign_out(revoke: Step, refused: Step, agent: SimulatorAgent, *, urls: issuer_profile.IssuerUrls,
