@@ -17,6 +17,7 @@ from .openapi_document import (
 from .problem import problem, problem_exception_handlers
 from .request_id import RequestIdMiddleware, current_request_id
 from .security_headers import SecurityHeadersMiddleware, content_security_policy, origin_source
+from .shutdown_notice import ShutdownNotice, shutdown_notice
 from .tracing import opentelemetry_plugin, route_span_details
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "ProtocolError",
     "RequestIdMiddleware",
     "SecurityHeadersMiddleware",
+    "ShutdownNotice",
     "client_address",
     "client_address_from",
     "content_security_policy",
@@ -47,4 +49,5 @@ __all__ = [
     "read_json",
     "request_metrics_middleware",
     "route_span_details",
+    "shutdown_notice",
 ]

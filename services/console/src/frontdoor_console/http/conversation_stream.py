@@ -16,7 +16,10 @@ conversation. Text deltas on the same channel are ignored (the transcript shows 
 messages). A burst of changes is one event, at most one a second per stream.
 
 Streams are bounded: a heartbeat comment every 15 s, ``retry: 3000``, an end after 5 minutes
-(the browser reconnects, so load balancers and deploys recycle them), and at most
+(the browser reconnects, so load balancers and deploys recycle them), an end at once when the
+process is told to stop (``: restarting``, then the end: SIGTERM reaches the stream through
+`frontdoor_httpkit.shutdown_notice` before the server waits for open responses, so a
+deploy is not held for minutes; the browser reconnects to another process), and at most
 `MEMBER_STREAMS` open per member and `TENANT_STREAMS` per tenant across every console
 process (leases in Redis that expire on their own if a process dies): beyond that ``429``,
 and the page polls every 2 seconds instead.
@@ -38,6 +41,7 @@ from frontdoor_conversations.wakeups import CHANNEL
 from frontdoor_core.channel_listener import ChannelListener
 from frontdoor_core.logging import get_logger
 from frontdoor_core.redis_keys import shard
+from frontdoor_httpkit import ShutdownNotice, shutdown_notice
 from litestar import Response, get
 from litestar.background_tasks import BackgroundTask
 from litestar.datastructures import State
@@ -55,6 +59,8 @@ TENANT_STREAMS: Final = 200
 LIFETIME_SECONDS: Final = 300.0
 HEARTBEAT_SECONDS: Final = 15.0
 RETRY_MS: Final = 3000
+LAST_FRAME: Final = b": restarting\n\n"
+"""What a stream ends with when its process stops (the lifespan's shutdown, or SIGTERM)."""
 _COALESCE_SECONDS = 0.1  # a change's own echo through Redis lands in the same event
 _MIN_GAP_SECONDS = 1.0
 _LEASE_GRACE_SECONDS = 60.0
@@ -79,11 +85,14 @@ class ConversationStreams:
     Args:
         redis: The client to subscribe and keep leases with.
         clock: Seconds since the epoch, for lease expiry (every process's clock).
+        notice: Tells the streams that the process was told to stop (the process's own by default).
     """
 
-    def __init__(self, redis: aioredis.Redis, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, redis: aioredis.Redis, *, clock: Callable[[], float] = time.time,
+                 notice: ShutdownNotice = shutdown_notice) -> None:
         self._redis = redis
         self._clock = clock
+        self._notice = notice
         self._readers: dict[str, set[_Reader]] = {}
         self._closing = False
         self._listener = ChannelListener(redis, CHANNEL, self._dispatch, name="console-conversation-streams",
@@ -187,9 +196,12 @@ class ConversationStreams:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.lifetime
         last = float("-inf")
-        with self._subscribe(key) as reader:
+        with self._subscribe(key) as reader, self._notice.wakes(reader.changed):
             yield f"retry: {RETRY_MS}\n: live\n\n".encode()
-            while not self._closing:
+            while True:
+                if self._closing or self._notice.begun:
+                    yield LAST_FRAME
+                    return
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     return
@@ -200,8 +212,8 @@ class ConversationStreams:
                     if deadline - loop.time() > 0:
                         yield b": keep-alive\n\n"
                     continue
-                if self._closing:
-                    return
+                if self._closing or self._notice.begun:
+                    continue  # the last frame, then the end
                 await asyncio.sleep(max(_COALESCE_SECONDS, last + _MIN_GAP_SECONDS - loop.time()))
                 reader.changed.clear()
                 last = loop.time()

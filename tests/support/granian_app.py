@@ -1,0 +1,85 @@
+"""One Frontdoor app under granian, in its own process, on the test session's PostgreSQL and Redis.
+
+As the container images run it (``granian --interface asgi ... frontdoor_<service>.asgi:app``),
+with the environment the ``settings`` fixture is made of, so rows written through the
+in-process apps are the same rows it reads. For what only the real server shows: signals,
+shutdown, the lifespan's order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import httpx
+
+from tests.support.devstack import free_port
+from tests.support.dns_server import LocalDNS
+from tests.support.eventually import eventually
+from tests.support.servers import Servers
+
+GRANIAN = str(Path(sys.executable).with_name("granian"))
+
+
+def service_env(servers: Servers, dns: LocalDNS, kek_value: str, **extra: str) -> dict[str, str]:
+    """The variables of the ``settings`` fixture (tests/conftest.py), for a child process."""
+    return {
+        **os.environ,
+        "FRONTDOOR_ENV": "test",
+        "DATABASE_URL": servers.database_url,
+        "REDIS_URL": servers.redis_url,
+        "FRONTDOOR_KEK": kek_value,
+        "FRONTDOOR_DNS_NAMESERVERS": f"127.0.0.1:{dns.port}",
+        "FRONTDOOR_DNS_TIMEOUT": "1s",
+        "FRONTDOOR_ISSUER_BASE_URL": "https://issuer.frontdoor.test",
+        "FRONTDOOR_CONSOLE_BASE_URL": "https://console.frontdoor.test",
+        "FRONTDOOR_LEDGER_BASE_URL": "https://ledger.frontdoor.test",
+        "FRONTDOOR_LOG_LEVEL": "info",
+        **extra,
+    }
+
+
+class GranianApp:
+    """``granian ... <target>`` on a free loopback port (one worker, its output kept for failures)."""
+
+    def __init__(self, target: str, env: dict[str, str]) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self._log = tempfile.NamedTemporaryFile(prefix="granian-", suffix=".log", delete=False)  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [GRANIAN, "--interface", "asgi", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
+             target], env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    async def ready(self, timeout: float = 60.0) -> None:
+        async def answers() -> None:
+            assert self.proc.poll() is None, self.output()
+            try:
+                async with httpx.AsyncClient(base_url=self.base, timeout=2) as http:
+                    r = await http.get("/readyz")
+            except httpx.HTTPError as exc:
+                raise AssertionError(str(exc)) from None
+            assert r.status_code == 200, r.text
+
+        await eventually(answers, timeout=timeout, interval=0.2)
+
+    def terminate(self) -> None:
+        """SIGTERM, as Kubernetes sends at a rolling restart."""
+        self.proc.send_signal(signal.SIGTERM)
+
+    def output(self) -> str:
+        self._log.flush()
+        return Path(self._log.name).read_text(errors="replace")[-6000:]
+
+    def close(self) -> None:
+        """Kill it and its worker if they still run (a failed test), and drop its log."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)  # its own process group: granian and its worker
+            self.proc.wait(timeout=10)
+        self._log.close()
+        Path(self._log.name).unlink(missing_ok=True)
