@@ -68,7 +68,7 @@ def create_redis(url: str, *, cluster: bool = False) -> aioredis.Redis:
 
 
 def is_cluster(client: object) -> bool:
-    """Whether ``client`` is a cluster client (``PUBLISH`` then goes outside pipelines)."""
+    """Whether ``client`` is a cluster client (a ``RedisCluster``, whatever its ``Redis`` type says)."""
     return isinstance(client, RedisCluster)
 
 
