@@ -23,6 +23,8 @@ import structlog
 from frontdoor_core.channel_listener import ChannelListener
 from frontdoor_core.redis_keys import shard
 
+from .readers import ReaderRegistry
+
 __all__ = ["CHANNEL", "DELTA_TTL_SECONDS", "ConversationWaiters", "Subscription", "publish_changed",
            "publish_delta", "recent_deltas"]
 
@@ -88,7 +90,7 @@ class ConversationWaiters:
     """This process's readers, woken by the channel or directly."""
 
     def __init__(self, redis: aioredis.Redis) -> None:
-        self._readers: dict[str, set[Subscription]] = {}
+        self._readers: ReaderRegistry[Subscription] = ReaderRegistry(Subscription)
         self._listener = ChannelListener(redis, CHANNEL, self._dispatch, name="conversations-listener",
                                          log=_log, retry_event="conversations.listener_retry")
 
@@ -102,7 +104,7 @@ class ConversationWaiters:
 
     @property
     def readers(self) -> int:
-        return sum(len(s) for s in self._readers.values())
+        return len(self._readers)
 
     def _dispatch(self, data: Any) -> None:
         try:
@@ -110,7 +112,7 @@ class ConversationWaiters:
             key = note["k"]
         except (msgspec.DecodeError, KeyError, TypeError):
             return
-        for reader in self._readers.get(key, ()):
+        for reader in self._readers.of(str(key)):
             delta = note.get("d")
             if isinstance(delta, dict):
                 reader.deltas.append(delta)
@@ -118,20 +120,10 @@ class ConversationWaiters:
 
     def wake(self, tenant_id: str, conversation_id: str) -> None:
         """Wake this process's readers of a conversation."""
-        for reader in self._readers.get(_key(tenant_id, conversation_id), ()):
-            reader.changed.set()
+        self._readers.wake(_key(tenant_id, conversation_id))
 
     @contextlib.contextmanager
     def subscribe(self, tenant_id: str, conversation_id: str) -> Iterator[Subscription]:
         """Register a reader for as long as the block runs (register before reading)."""
-        key = _key(tenant_id, conversation_id)
-        reader = Subscription()
-        self._readers.setdefault(key, set()).add(reader)
-        try:
+        with self._readers.subscribe(_key(tenant_id, conversation_id)) as reader:
             yield reader
-        finally:
-            readers = self._readers.get(key)
-            if readers is not None:
-                readers.discard(reader)
-                if not readers:
-                    del self._readers[key]

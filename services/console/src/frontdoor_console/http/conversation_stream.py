@@ -28,15 +28,15 @@ and the page polls every 2 seconds instead.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, Final
 
 import msgspec
 import redis.asyncio as aioredis
 from frontdoor_conversations import inbox
+from frontdoor_conversations.readers import ReaderRegistry
 from frontdoor_conversations.wakeups import CHANNEL
 from frontdoor_core.channel_listener import ChannelListener
 from frontdoor_core.logging import get_logger
@@ -93,7 +93,7 @@ class ConversationStreams:
         self._redis = redis
         self._clock = clock
         self._notice = notice
-        self._readers: dict[str, set[_Reader]] = {}
+        self._readers: ReaderRegistry[_Reader] = ReaderRegistry(_Reader)
         self._closing = False
         self._listener = ChannelListener(redis, CHANNEL, self._dispatch, name="console-conversation-streams",
                                          log=_log, retry_event="conversation_streams.listener_retry")
@@ -108,14 +108,12 @@ class ConversationStreams:
     async def stop(self) -> None:
         """End every open stream (their clients reconnect elsewhere) and stop listening."""
         self._closing = True
-        for readers in self._readers.values():
-            for reader in readers:
-                reader.changed.set()
+        self._readers.wake_all()
         await self._listener.stop()
 
     @property
     def open_streams(self) -> int:
-        return sum(len(r) for r in self._readers.values())
+        return len(self._readers)
 
     def _dispatch(self, data: Any) -> None:
         try:
@@ -128,25 +126,11 @@ class ConversationStreams:
 
     def _wake(self, key: str) -> None:
         tenant_id, _, _ = key.partition(":")
-        for reader in (*self._readers.get(tenant_id, ()), *self._readers.get(key, ())):
-            reader.changed.set()
+        self._readers.wake(tenant_id, key)
 
     def wake(self, tenant_id: str, conversation_id: str) -> None:
         """Wake this process's streams of the conversation and of its tenant's inbox."""
         self._wake(f"{tenant_id}:{conversation_id}")
-
-    @contextlib.contextmanager
-    def _subscribe(self, key: str) -> Iterator[_Reader]:
-        reader = _Reader()
-        self._readers.setdefault(key, set()).add(reader)
-        try:
-            yield reader
-        finally:
-            readers = self._readers.get(key)
-            if readers is not None:
-                readers.discard(reader)
-                if not readers:
-                    del self._readers[key]
 
     # ------------------------------------------------------------ leases
 
@@ -196,7 +180,7 @@ class ConversationStreams:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.lifetime
         last = float("-inf")
-        with self._subscribe(key) as reader, self._notice.wakes(reader.changed):
+        with self._readers.subscribe(key) as reader, self._notice.wakes(reader.changed):
             yield f"retry: {RETRY_MS}\n: live\n\n".encode()
             while True:
                 if self._closing or self._notice.begun:
