@@ -10,8 +10,8 @@ flow's ``MULTI`` and scripts), refresh, and introspection twice (the Session-sta
 replay cache's non-transactional pipeline and claim/release, the conversations' delta
 ``MULTI`` followed by its ``PUBLISH``, pub/sub through `OutcomeWaiters` (a confirm waking
 on another replica's outcome), the authorization and join codes' ``MULTI`` and scripts, and
-the console's inbox-stream leases. The keys land on more than one master, so no test passes on
-one node by luck. Settings refuse a cluster without a separate Celery broker.
+the console's inbox-stream leases. The replay cache's pipeline spans more than one master, so
+it does not pass on one node by luck. Settings refuse a cluster without a separate Celery broker.
 """
 
 from __future__ import annotations
@@ -105,12 +105,15 @@ async def test_the_issuer_runs_on_a_redis_cluster(
         for _ in range(2):  # the second answer is the Session-state cache's (MGET of head and entry)
             state = await company.introspect(session["access_token"])
             assert state["active"] is True and state["sid"] == session["session_id"]
+        # A revoke publishes the tenant's new head (a script): the cached signed-in answer is not served again.
+        account = refreshed.json()["access_token"]
+        assert (await company.introspect(account))["signed_in"] is True
+        revoked = await company.revoke(agent, refreshed.json()["refresh_token"])
+        assert revoked.status_code == 200, revoked.text
+        assert (await company.introspect(account))["signed_in"] is False
         tag = shard(company.tenant.id)
-        assert sum((await _keys_by_node(redis, f"fd:{tag}:introspection:*")).values()) == 2  # head and entry
+        assert sum((await _keys_by_node(redis, f"fd:{tag}:introspection:*")).values()) == 3  # the head and two entries
         assert sum((await _keys_by_node(redis, f"jti:{tag}:*")).values()) > 0  # the replay claims
-    # The cluster as a whole holds keys on more than one master (the device flow's, the rate limits').
-    spread = await _keys_by_node(redis, "*")
-    assert sum(1 for n in spread.values() if n) >= 2, spread
 
 
 async def test_the_redis_paths_the_services_use_work_on_the_cluster(redis: Any) -> None:
@@ -126,6 +129,8 @@ async def test_the_redis_paths_the_services_use_work_on_the_cluster(redis: Any) 
     claims = [("dpop", f"ten_{i}\x00client", "jti-1", 60) for i in range(6)]  # six tenants: several slots
     assert await cache.claim_all(claims) == [True] * 6
     assert await cache.claim_all(claims) == [False] * 6
+    spread = await _keys_by_node(redis, "jti:{ten_[0-5]}:dpop:*")  # six tenants' tags: not all on one master
+    assert sum(spread.values()) == 6 and sum(1 for n in spread.values() if n) >= 2, spread
     fresh, count = await cache.claim_all_then_count([("assertion", "ten_a\x00c", "j", 60)], ("rl:{ten_a}:agent:0", 60))
     assert fresh == [True] and count is not None and count[0] == 1
     assert await cache.claim("code", "ten_b\x00c", "v", ttl_s=60) is True
