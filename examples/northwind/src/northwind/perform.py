@@ -19,6 +19,8 @@ Northwind's demo answers:
   and ``result.summary`` says exactly what was placed and charged (OPS-6-05);
 - a line a supplier confirms later (:data:`catalog.SUPPLIER_CONFIRMS`): ``202``, the outcome
   stays unknown until Northwind calls ``report_outcome`` (in this demo, never).
+- the agent simulator's test operation (``"simulator": true`` in its terms, no items): ``200
+  succeeded``, nothing ordered or charged.
 """
 
 from __future__ import annotations
@@ -90,6 +92,10 @@ class Performer:
         terms = operation.get("terms")
         items = terms.get("items") if isinstance(terms, dict) else None
         lines = _lines(items)
+        if isinstance(terms, dict) and terms.get("simulator") is True and not lines:
+            # Frontdoor's agent simulator (issue #19, docs/dashboard.md): its test operation says
+            # "simulator": true in its terms; nothing to place, so it succeeds without an order.
+            return _outcome("succeeded", "Frontdoor agent simulator test: nothing was ordered or charged.")
         if data.get("kind") != "order.place" or not isinstance(account, str) or not lines:
             return _outcome("failed", "Nothing was ordered or charged: Northwind could not read this order.")
         if any(sku in catalog.SUPPLIER_CONFIRMS for sku, _, _ in lines):
