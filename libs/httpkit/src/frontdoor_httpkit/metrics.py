@@ -42,7 +42,7 @@ async def _nothing(scope: Scope, receive: Receive, send: Send) -> None:  # pragm
 
 def lean_route_observer(service: str) -> Observer:
     """Record requests a lean ASGI route answers in the very metrics of `request_metrics_middleware`
-    (same names, same labels, the route template as Litestar writes it: ``/{slug:str}/oauth/token``),
+    (same names, same labels, the route template as Litestar's ``path_template`` writes it: ``/{slug}/oauth/token``),
     through the middleware's own metric accessors, so dashboards see one series per route."""
     middleware = PrometheusMiddleware(app=_nothing, config=_config(service))
 

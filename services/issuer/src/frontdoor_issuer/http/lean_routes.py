@@ -28,8 +28,8 @@ __all__ = ["LeanRoutes"]
 
 _INTROSPECT = re.compile(r"^/([^/]+)/oauth/introspect$")
 _TOKEN = re.compile(r"^/([^/]+)/oauth/token$")
-_TOKEN_TEMPLATE = "/{slug:str}/oauth/token"  # the route templates, as Litestar's request metrics label them
-_INTROSPECT_TEMPLATE = "/{slug:str}/oauth/introspect"
+_TOKEN_TEMPLATE = "/{slug}/oauth/token"  # the route templates, as Litestar's request metrics label them (path_template)
+_INTROSPECT_TEMPLATE = "/{slug}/oauth/introspect"
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
