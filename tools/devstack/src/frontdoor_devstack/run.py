@@ -24,6 +24,7 @@ import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from frontdoor_core.settings import ENV_NAMES, Settings, SettingsError, load_settings
 
@@ -84,6 +85,26 @@ def derived_base_urls(environ: Mapping[str, str], settings: Settings) -> dict[st
         if var not in environ:
             derived[var] = f"http://127.0.0.1:{getattr(settings, f'{name}_port')}"
     return derived
+
+
+EXAMPLE_URL_ENV = "FRONTDOOR_EXAMPLE_PUBLIC_URL"
+
+
+def example_public_url(environ: Mapping[str, str], settings: Settings) -> str:
+    """Northwind's public origin: ``http://127.0.0.1:{FRONTDOOR_EXAMPLE_PORT}`` unless
+    ``FRONTDOOR_EXAMPLE_PUBLIC_URL`` names the one a proxy in front serves it at (e.g.
+    ``https://northwind.example`` behind a TLS proxy on loopback, so the simulator's discovery
+    and the publish check can fetch the demo domain's ``poppy.json``). ``make run`` only; the
+    demo tenant's APIs, login page and webhook are seeded with it (a fresh data directory).
+    """
+    value = environ.get(EXAMPLE_URL_ENV, "").strip()
+    if not value:
+        return f"http://127.0.0.1:{settings.example_port}"
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/") \
+            or parts.query or parts.fragment or parts.username:
+        raise ValueError(f"{EXAMPLE_URL_ENV} must be an origin such as https://northwind.example, not {value!r}")
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def process_table(settings: Settings) -> list[Process]:
@@ -202,6 +223,7 @@ def main() -> int:
         settings = load_settings(environ)
         replicas = replica_count(environ)
         with_oidc = oidc_demo.wanted(environ)
+        northwind_url = example_public_url(environ, settings)
     except (SettingsError, ValueError) as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
@@ -232,7 +254,6 @@ def main() -> int:
             env["REDIS_URL"] = rs.url
         settings = load_settings(env)
         asyncio.run(apply_all_migrations(settings.database_url))
-        northwind_url = f"http://127.0.0.1:{settings.example_port}"
         demo = asyncio.run(seed_demo(settings, data_dir, northwind_url=northwind_url))
         if demo.get("tenant_id"):
             # Also for a data directory made before sign-in existed: configure what is missing.
@@ -280,7 +301,7 @@ def main() -> int:
             return 1
         if lb is not None:
             write_replicas(data_dir, stack, table)
-        _print_banner(settings, demo, logs, table if lb is not None else None, oidc)
+        _print_banner(settings, demo, logs, table if lb is not None else None, oidc, northwind=northwind_url)
         return supervise(stack, table, env, logs, lb=lb, data_dir=data_dir)
     except KeyboardInterrupt:
         stack.stop()
@@ -318,8 +339,9 @@ def _replica_lines(table: list[Replica], logs: Path) -> list[str]:
 
 
 def _print_banner(settings: Any, demo: dict[str, str], logs: Path, table: list[Replica] | None = None,
-                  oidc: tuple[dict[str, Any], oidc_demo.LocalIdp] | None = None) -> None:
-    northwind = f"http://127.0.0.1:{settings.example_port}"
+                  oidc: tuple[dict[str, Any], oidc_demo.LocalIdp] | None = None, *,
+                  northwind: str | None = None) -> None:
+    northwind = northwind or f"http://127.0.0.1:{settings.example_port}"
     lines = [
         _BANNER,
         "Frontdoor is running.",
