@@ -1,8 +1,8 @@
 """Confirm → the company's perform webhook received: latency at a steady rate, beside an empty
 HTTP round trip measured in the same run.
 
-Stack: embedded PostgreSQL and Redis, the issuer and the ledger each under granian (one
-worker), a company receiver on loopback in its own process (``bench/_receiver.py``: raw
+Stack: embedded PostgreSQL and Redis, the issuer under granian (one worker) and the ledger
+under granian (``--workers``, default one, as ``make run`` starts it; printed), a company receiver on loopback in its own process (``bench/_receiver.py``: raw
 asyncio HTTP/1.1, checks each signature) answering ``{"outcome": "succeeded"}``. Operations are proposed through the ledger API before the
 timed window, each for its own signed-out Session (no scopes needed). Then confirms are
 sent at ``--rate`` per second (DPoP-signed beforehand); for each, the latency is the time
@@ -12,7 +12,11 @@ Baseline: the same HTTP client POSTing an empty body to the same receiver (one r
 Quality bar: p50 ≤ 5 ms and p99 ≤ 20 ms at 200 confirms/s, and the fast path's outcome in
 the confirm's own answer (``succeeded``, not ``in_progress``) for ≥ 99 % of them.
 
-    python bench/confirm_latency.py [--operations 1000] [--rate 200]
+    python bench/confirm_latency.py [--operations 1000] [--rate 200] [--workers 1] [--profile]
+
+``--profile`` samples the ledger's processes with py-spy (``$PY_SPY`` or on ``PATH``) during
+the timed window and prints where its samples went (``BENCH_KEEP_PROFILE=file`` keeps the
+raw collapsed stacks).
 """
 
 from __future__ import annotations
@@ -25,7 +29,10 @@ if __package__ in (None, ""):  # run as a script: make ``bench`` importable
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
+import shutil
 import subprocess
 import time
 import urllib.request
@@ -37,10 +44,13 @@ from bench._common import (
     Agent,
     CpuMeter,
     Stack,
+    find_py_spy,
     free_port,
     install_signal_handlers,
+    py_spy_record,
     stop_process_group,
     summarize,
+    summarize_collapsed,
 )
 from bench._loopback_client import LoopbackClient
 from bench._receiver import ReceiverProcess as Receiver
@@ -60,15 +70,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--operations", type=int, default=1000)
     p.add_argument("--rate", type=float, default=200.0, help="confirms per second")
+    p.add_argument("--workers", type=int, default=1,
+                   help="the ledger's granian workers (default 1, as `make run` starts the ledger)")
+    p.add_argument("--profile", action="store_true",
+                   help="sample the ledger with py-spy during the timed window ($PY_SPY or PATH)")
     return p.parse_args(argv)
 
 
-def start_ledger(stack: Stack, ledger_url: str) -> subprocess.Popen[bytes]:
+def start_ledger(stack: Stack, ledger_url: str, workers: int = 1) -> subprocess.Popen[bytes]:
     granian = str(Path(sys.executable).with_name("granian"))
     log = open(stack.root / "ledger.log", "ab")  # noqa: SIM115 - handed to the child
     proc = subprocess.Popen(
         [granian, "--interface", "asgi", "--host", "127.0.0.1", "--port", ledger_url.rsplit(":", 1)[1],
-         "--workers", "1", "--no-ws", "frontdoor_ledger.asgi:app"],
+         "--workers", str(workers), "--no-ws", "frontdoor_ledger.asgi:app"],
         env={**stack.issuer_env(), "FRONTDOOR_LEDGER_BASE_URL": ledger_url}, stdout=log, stderr=log,
         stdin=subprocess.DEVNULL, start_new_session=True)
     log.close()
@@ -162,17 +176,23 @@ async def measure(stack: Stack, agent: Agent, receiver: Receiver, ledger_url: st
         interval = 1.0 / args.rate
         meter = CpuMeter({"ledger (granian)": ledger_pid, "postgres": stack.pids["postgres"],
                           "redis": stack.pids["redis"], "receiver": receiver.pid})
-        meter.start()
-        start = time.perf_counter()
-        tasks = []
-        for n, item in enumerate(prepared):
-            delay = start + n * interval - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(confirm(*item)))
-        await asyncio.gather(*tasks)
-        elapsed = time.perf_counter() - start
-        cpu = meter.stop()
+        spy_out = stack.root / "ledger.pyspy.txt" if args.profile and ledger_pid and find_py_spy() else None
+        with (py_spy_record(ledger_pid, spy_out, seconds=600) if spy_out is not None and ledger_pid
+              else contextlib.nullcontext()):
+            meter.start()
+            start = time.perf_counter()
+            tasks = []
+            for n, item in enumerate(prepared):
+                delay = start + n * interval - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                tasks.append(asyncio.create_task(confirm(*item)))
+            await asyncio.gather(*tasks)
+            elapsed = time.perf_counter() - start
+            cpu = meter.stop()
+        profile = summarize_collapsed(spy_out, top=25) if spy_out is not None else []
+        if spy_out is not None and os.environ.get("BENCH_KEEP_PROFILE"):
+            shutil.copy(spy_out, os.environ["BENCH_KEEP_PROFILE"])
         await loopback.aclose()
         arrived: dict[str, float] = {}
         stats = receiver.stats("perform", records=True)
@@ -185,12 +205,14 @@ async def measure(stack: Stack, agent: Agent, receiver: Receiver, ledger_url: st
             "confirm_to_webhook": summarize(latencies), "confirm_round_trip": summarize(round_trips),
             "empty_round_trip": summarize(empty), "received": len(latencies), "operations": args.operations,
             "states": states, "achieved_rate": args.operations / elapsed, "rate": args.rate,
+            "workers": args.workers, "profile": profile,
             "cpu_ms_per_confirm": {k: 1000 * v / args.operations for k, v in cpu.items()},
             "other_cpus": cpu.get("other processes", 0.0) / elapsed}
 
 
 def report(result: dict[str, Any]) -> bool:
     c, rt, e = result["confirm_to_webhook"], result["confirm_round_trip"], result["empty_round_trip"]
+    print(f"ledger: granian {result['workers']} worker(s), {os.cpu_count()} CPUs")
     print(f"confirm → webhook received   {c.line()}")
     print(f"confirm round trip (outcome) {rt.line()}")
     print(f"empty HTTP round trip        {e.line()}")
@@ -213,6 +235,10 @@ def report(result: dict[str, Any]) -> bool:
           f"{result['bad_signatures']} bad signatures")
     ok = ok and result["bad_signatures"] == 0 and result["performs"] == result["operations"]
     print(f"target p50 ≤ {TARGET_P50_MS:.0f} ms, p99 ≤ {TARGET_P99_MS:.0f} ms: {'met' if ok else 'NOT met'}")
+    if result["profile"]:
+        print("py-spy of the ledger during the timed window:")
+        for line in result["profile"]:
+            print("  " + line)
     return ok
 
 
@@ -226,7 +252,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             agent = stack.agent_host.publish(OperationsAgent(stack.agent_host.base_url))  # type: ignore[union-attr]
             stack.start_issuer()
             ledger_url = f"http://127.0.0.1:{free_port()}"
-            ledger = start_ledger(stack, ledger_url)
+            ledger = start_ledger(stack, ledger_url, args.workers)
             try:
                 credential = asyncio.run(configure(stack, receiver))
                 result = asyncio.run(measure(stack, agent, receiver, ledger_url, credential, args, ledger.pid))
