@@ -135,7 +135,22 @@ def relay_policy(policy: DeliveryPolicy) -> DeliveryPolicy:
                                                              retry_after_max=retry.retry_after_max))
 
 
+def _has_nul(value: object) -> bool:
+    """Whether a NUL character is anywhere in ``value`` (PostgreSQL's jsonb cannot store one)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
 def _check_message(m: RelayMessage, index: int) -> None:
+    # An answer that cannot be stored must fail its attempt: it would otherwise roll the
+    # attempt's settle back every time, and the relay would be sent again after every lease.
+    if _has_nul(m.text) or _has_nul(m.data):
+        raise RelayFailed(f"messages[{index}] contains a NUL character")
     if m.id is not None and not IDENTIFIER.fullmatch(m.id):
         raise RelayFailed(f"messages[{index}].id is not 1 to 256 URL-safe base64 characters")
     if m.text is None and m.data is None:
@@ -149,7 +164,8 @@ def _check_event(e: RelayAuthorization | RelayDelta, index: int) -> None:
         problem = check_delta(e.message_id, e.text)
     else:
         draft = authorization_event(e.scope, e.error)
-        problem = draft if isinstance(draft, str) else None
+        problem = draft if isinstance(draft, str) else ("scope contains a NUL character" if _has_nul(e.scope)
+                                                         else None)
     if problem is not None:
         raise RelayFailed(f"events[{index}]: {problem}")
 
