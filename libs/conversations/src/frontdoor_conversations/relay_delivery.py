@@ -143,7 +143,10 @@ async def relay_message(pool: asyncpg.Pool, redis: aioredis.Redis | None, claime
         _log.warning("conversation_relay_failed", conversation_id=subject.conversation_id,
                      endpoint_id=report.endpoint_id, message_id=report.message_id, status=report.status,
                      error_class=report.error_class, state=report.state)
-        if report.state != "pending":  # no attempt follows: a person is asked for
+        # No attempt follows: a person is asked for, unless this relay's answer was recorded
+        # already (a redelivery or a recovery of an answered relay failing changes nothing).
+        if report.state != "pending" and not await store.relay_answered(conn, report.tenant_id,
+                                                                        subject.conversation_id, subject.event_id):
             queued = await store.queue_for_person(conn, report.tenant_id, subject.conversation_id, now=now)
             if queued is not None:
                 changed.append(subject.conversation_id)

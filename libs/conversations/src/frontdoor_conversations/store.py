@@ -67,6 +67,7 @@ __all__ = [
     "post_message",
     "queue_for_person",
     "read_page",
+    "relay_answered",
     "set_responder",
     "start",
 ]
@@ -291,6 +292,11 @@ async def claim_relay_answer(conn: asyncpg.Connection, tenant_id: str, conversat
     """
     return await _claim_message(conn, tenant_id, f"relay {conversation_id}", event_id,
                                 conversation_id=conversation_id, digest=digest, now=now)
+
+
+async def relay_answered(conn: asyncpg.Connection, tenant_id: str, conversation_id: str, event_id: str) -> bool:
+    """Whether the company's answer to the agent message ``event_id`` was recorded (`claim_relay_answer`)."""
+    return await _known_message(conn, tenant_id, f"relay {conversation_id}", event_id) is not None
 
 
 async def start(conn: asyncpg.Connection, tenant_id: str, caller: Caller, message: IncomingMessage, *,
