@@ -115,12 +115,16 @@ def flow_cookie(state: State, slug: str, value: str, *, max_age: int | None = 60
     """The browser's place in its flow.
 
     The company's login page answers with a cross-site form POST to the callback, which a
-    SameSite=Lax cookie would not accompany: over HTTPS the flow cookie is SameSite=None
-    (and Secure); in dev, issuer and company share 127.0.0.1, one site, and Lax works.
+    SameSite=Lax cookie would not accompany: whenever the issuer is served over HTTPS the
+    flow cookie is SameSite=None (and Secure), dev included (a dev stack behind TLS names of
+    its own puts issuer and company on different sites); only a dev issuer on plain HTTP
+    (``make run``'s 127.0.0.1, the company on the same site) uses Lax, since a browser drops
+    SameSite=None without Secure.
     """
-    dev = state.ctx.settings.is_dev
+    settings = state.ctx.settings
+    cross_site = not settings.is_dev or settings.issuer_base_url.startswith("https://")
     return Cookie(key=FLOW_COOKIE, value=value, path=f"/{slug}/", httponly=True,
-                  samesite="lax" if dev else "none", secure=not dev, max_age=max_age)
+                  samesite="none" if cross_site else "lax", secure=cross_site, max_age=max_age)
 
 
 def authorization_redirect(redirect_uri: str, issuer: str, **params: str | None) -> Redirect:
