@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import msgspec
+from frontdoor_conversations import publish_changed, relay_endpoints
 from frontdoor_core.db import transaction
 from frontdoor_core.errors import Invalid, NotFound
 from frontdoor_operations import kinds as op_kinds
@@ -178,8 +179,10 @@ async def endpoints_update(endpoint_id: FromPath[str], data: JSONBody[EndpointPa
 async def endpoints_delete(endpoint_id: FromPath[str], actor: NamedDependency[Actor], state: State) -> None:
     require_writer(actor)
     ctx = ctx_of(state)
-    async with transaction(ctx.pool) as conn:
-        await wh.delete_endpoint(conn, actor, endpoint_id, now=ctx.now())
+    async with transaction(ctx.pool) as conn:  # its pending relays' conversations go to a person
+        changed = await relay_endpoints.delete_endpoint(conn, actor, endpoint_id, now=ctx.now())
+    for cid in changed:
+        await publish_changed(ctx.redis, actor.tenant_id, cid)
 
 
 @post("/api/v1/webhook-endpoints/{endpoint_id:str}/rotate-secret", tags=["webhooks"], responses=PROBLEMS,
@@ -210,8 +213,12 @@ async def endpoints_enable(endpoint_id: FromPath[str], actor: NamedDependency[Ac
 async def endpoints_disable(endpoint_id: FromPath[str], actor: NamedDependency[Actor], state: State) -> Endpoint:
     require_writer(actor)
     ctx = ctx_of(state)
-    async with transaction(ctx.pool) as conn:
-        return await wh.disable_endpoint(conn, actor, endpoint_id, reason="manual", now=ctx.now())
+    async with transaction(ctx.pool) as conn:  # its pending relays' conversations go to a person
+        endpoint, changed = await relay_endpoints.disable_endpoint(conn, actor, endpoint_id, reason="manual",
+                                                                   now=ctx.now())
+    for cid in changed:
+        await publish_changed(ctx.redis, actor.tenant_id, cid)
+    return endpoint
 
 
 class MessageList(msgspec.Struct, frozen=True, kw_only=True):

@@ -20,6 +20,7 @@ from urllib.parse import urlencode
 
 import asyncpg
 import msgspec
+from frontdoor_conversations import publish_changed, relay_endpoints
 from frontdoor_core.db import transaction
 from frontdoor_core.errors import Conflict, Invalid, NotFound
 from frontdoor_operations import kinds as op_kinds
@@ -271,16 +272,20 @@ async def _act(console: Console, state: State, endpoint_id: str, action: str, co
                          for k in await op_kinds.list_kinds(conn, console.tenant.id))
         if in_use:
             return await _detail(console, state, e.id, error=_IN_USE, status_code=409)
+    changed: list[str] = []
     try:
-        async with transaction(ctx.pool) as conn:
+        async with transaction(ctx.pool) as conn:  # disabled or deleted: its pending relays go to a person
             if action == "enable":
                 await wh.enable_endpoint(conn, console.actor, e.id, now=ctx.now())
             elif action == "disable":
-                await wh.disable_endpoint(conn, console.actor, e.id, reason="manual", now=ctx.now())
+                _, changed = await relay_endpoints.disable_endpoint(conn, console.actor, e.id, reason="manual",
+                                                                    now=ctx.now())
             else:
-                await wh.delete_endpoint(conn, console.actor, e.id, now=ctx.now())
+                changed = await relay_endpoints.delete_endpoint(conn, console.actor, e.id, now=ctx.now())
     except (Conflict, asyncpg.RestrictViolationError):  # a kind started using it meanwhile
         return await _detail(console, state, e.id, error=_IN_USE, status_code=409)
+    for cid in changed:
+        await publish_changed(ctx.redis, console.tenant.id, cid)
     if action == "delete":
         return Redirect("/webhooks?notice=deleted", status_code=303)
     return Redirect(f"/webhooks/{e.id}?notice={action}d", status_code=303)
