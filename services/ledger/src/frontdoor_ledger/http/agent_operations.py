@@ -34,7 +34,7 @@ from litestar import Request, Response, get, post
 from litestar.datastructures import State
 from litestar.params import FromPath
 
-from ..agent_auth import Refused, authenticate, refusal
+from ..agent_auth import Refused, SessionLimit, authenticate, rate_limited, refusal, unavailable
 from ..context import LedgerContext, LedgerTenant
 from ..inbound import Inbound
 from ..performer import RepriceUnavailable
@@ -59,11 +59,9 @@ async def _limit(ctx: LedgerContext, key: str, limit: int) -> None:
     try:
         allowed, retry = await hit(ctx.runtime.redis, key, limit=limit, window_s=60)
     except Exception:
-        raise Refused(refusal(ProtocolError(ErrorCode.TEMPORARILY_UNAVAILABLE, "Temporarily unavailable."),
-                              headers={"Retry-After": "5"})) from None
+        raise unavailable() from None
     if not allowed:
-        raise Refused(refusal(ProtocolError(ErrorCode.RATE_LIMITED, "Too many requests; retry later."),
-                              headers={"Retry-After": str(retry)}))
+        raise rate_limited(retry)
 
 
 async def _owned(ctx: LedgerContext, slug: str, operation_id: str,
@@ -82,8 +80,9 @@ async def _owned_with(ctx: LedgerContext, slug: str, operation_id: str, request:
     tenant = await ctx.tenant(slug)
     if tenant is None:
         raise Refused(refusal(ProtocolError(ErrorCode.OPERATION_NOT_FOUND, "No such operation.")))
-    caller = await authenticate(ctx, tenant, inbound)
-    await _limit(ctx, f"ledger:ses:{shard(tenant.tenant_id)}:{caller.session_id}", REQUESTS_PER_SESSION_PER_MINUTE)
+    # Counted with the DPoP proof's jti claim, in one Redis round trip (the same ``ledger:ses`` counter).
+    caller = await authenticate(ctx, tenant, inbound,
+                                session_limit=SessionLimit("ledger:ses", REQUESTS_PER_SESSION_PER_MINUTE))
     confirm_targets: kinds.ConfirmTargets | None = None
     async with ctx.pool.acquire() as conn:
         if targets:
