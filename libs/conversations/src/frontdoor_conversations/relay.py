@@ -13,8 +13,9 @@ exactly the ``conversation.message.created`` payload (the agent's message as dat
 executed), under the relay message's ``webhook-id`` (the same on every attempt). The answer:
 ``200`` with ``{"messages": [{"id"?, "text"?, "data"?}], "events"?: [...], "done"?, "handoff"?}``
 (or ``202``/``204``: nothing now, the company answers later through the ledger API).
-``events`` are ``{"type": "authorization", "scope", "error"?}`` (§7.11, recorded before the
-messages) and ``{"type": "text-delta", "message_id", "text"}`` (§7.6, shown to streaming
+``events`` are ``{"type": "authorization", "scope", "error"?}`` (§7.11) and ``{"type":
+"user_requested", "reason"}`` (the company needs the user themselves), both recorded before the
+messages by the company API's rules, and ``{"type": "text-delta", "message_id", "text"}`` (§7.6, shown to streaming
 agents, never stored). Anything else is a failure.
 """
 
@@ -31,7 +32,7 @@ from frontdoor_webhooks.delivery_policy import DeliveryPolicy
 from frontdoor_webhooks.event_types import RELAY
 from frontdoor_webhooks.retry_policy import RetryPolicy
 
-from .rules import IDENTIFIER, MAX_MESSAGE_BYTES, authorization_event, check_delta
+from .rules import IDENTIFIER, MAX_MESSAGE_BYTES, authorization_event, check_delta, user_requested_event
 
 __all__ = [
     "MAX_RELAY_EVENTS",
@@ -43,6 +44,7 @@ __all__ = [
     "RelayFailed",
     "RelayMessage",
     "RelayTarget",
+    "RelayUserRequested",
     "check_relay_endpoint",
     "read_answer",
     "relay_policy",
@@ -83,6 +85,13 @@ class RelayAuthorization(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     error: Literal["sign_in_required", "insufficient_scope"] = "sign_in_required"
 
 
+class RelayUserRequested(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
+                         tag="user_requested", tag_field="type"):
+    """The company needs the user themselves (``reason``), as the company API's ``user-requested``."""
+
+    reason: str
+
+
 class RelayDelta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
                  tag="text-delta", tag_field="type"):
     """A piece of a reply being written: display only (§7.6, PAP-7.6-01), never stored."""
@@ -103,20 +112,35 @@ class RelayAnswer(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     """
 
     messages: list[RelayMessage] = msgspec.field(default_factory=list)
-    events: list[RelayAuthorization | RelayDelta] = msgspec.field(default_factory=list)
+    events: list[RelayAuthorization | RelayUserRequested | RelayDelta] = msgspec.field(default_factory=list)
     done: bool = True
     handoff: bool = False
 
     @property
     def authorizations(self) -> list[dict[str, Any]]:
         """The ``authorization`` event drafts, in order (checked by `read_answer`)."""
-        drafts = [authorization_event(e.scope, e.error) for e in self.events if isinstance(e, RelayAuthorization)]
+        return [d for d in self.company_events if d["type"] == "authorization"]
+
+    @property
+    def company_events(self) -> list[dict[str, Any]]:
+        """The ``authorization`` and ``user_requested`` event drafts, in order (checked by `read_answer`).
+
+        Recorded before the replies, by the rules the company API applies (`rules`).
+        """
+        drafts = [_draft(e) for e in self.events if not isinstance(e, RelayDelta)]
         return [d for d in drafts if isinstance(d, dict)]
 
     @property
     def deltas(self) -> list[RelayDelta]:
         """The ``text-delta`` pieces, in order."""
         return [e for e in self.events if isinstance(e, RelayDelta)]
+
+
+def _draft(event: RelayAuthorization | RelayUserRequested) -> dict[str, Any] | str:
+    """The event's draft, or why the rules refuse it (`rules.authorization_event`, `rules.user_requested_event`)."""
+    if isinstance(event, RelayUserRequested):
+        return user_requested_event(event.reason)
+    return authorization_event(event.scope, event.error)
 
 
 class RelayFailed(Exception):
@@ -159,13 +183,12 @@ def _check_message(m: RelayMessage, index: int) -> None:
         raise RelayFailed(f"messages[{index}] is larger than {MAX_MESSAGE_BYTES} bytes")
 
 
-def _check_event(e: RelayAuthorization | RelayDelta, index: int) -> None:
+def _check_event(e: RelayAuthorization | RelayUserRequested | RelayDelta, index: int) -> None:
     if isinstance(e, RelayDelta):
         problem = check_delta(e.message_id, e.text)
     else:
-        draft = authorization_event(e.scope, e.error)
-        problem = draft if isinstance(draft, str) else ("scope contains a NUL character" if _has_nul(e.scope)
-                                                         else None)
+        draft = _draft(e)
+        problem = draft if isinstance(draft, str) else ("contains a NUL character" if _has_nul(draft) else None)
     if problem is not None:
         raise RelayFailed(f"events[{index}]: {problem}")
 

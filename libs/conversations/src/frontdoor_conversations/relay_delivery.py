@@ -10,7 +10,7 @@ the attempt row (the endpoint's attempts list it), the failure streak and automa
 disabling (`endpoint_health`), the endpoint's rate limit.
 
 The answer's consequence is written in the attempt's settle (`delivery.SettleHook`): the
-replies and ``authorization`` events (`relay.read_answer`) or, for a failed attempt, the
+replies, ``authorization`` and ``user_requested`` events (`relay.read_answer`) or, for a failed attempt, the
 conversation queued for a person. It commits with the attempt or not at all; if writing it
 fails, nothing of the attempt is written and the relay is sent again after the lease. The
 first answer to an agent message is recorded exactly once (`store.claim_relay_answer`):
@@ -81,7 +81,7 @@ def _subject(claimed: ClaimedMessage) -> _Subject:
 
 async def _record(conn: asyncpg.Connection, tenant_id: str, subject: _Subject, answer: RelayAnswer, *,
                   body: bytes, now: datetime) -> bool:
-    """The answer's ``authorization`` events, then its replies as the company agent's messages, in
+    """The answer's ``authorization`` and ``user_requested`` events, then its replies as the company agent's messages, in
     order; the handoff. Nothing once a person answers or the conversation closed. True if anything changed."""
     cid, event_id = subject.conversation_id, subject.event_id
     digest = hashlib.sha256(body).hexdigest()
@@ -92,7 +92,7 @@ async def _record(conn: asyncpg.Connection, tenant_id: str, subject: _Subject, a
     if current is None or current.status == "closed" or current.responder == "human":
         return False  # a person took over meanwhile: they answer, not the relayed agent
     try:
-        for draft in answer.authorizations:  # PAP-7.11-01, before the message that asks
+        for draft in answer.company_events:  # authorization (PAP-7.11-01), user_requested: before the messages
             await store.company_event(conn, tenant_id, cid, draft, now=now)
     except ConversationRefused:  # closed meanwhile
         return False
@@ -107,7 +107,7 @@ async def _record(conn: asyncpg.Connection, tenant_id: str, subject: _Subject, a
             break
     if answer.handoff:
         await store.queue_for_person(conn, tenant_id, cid, now=now)
-    return bool(answer.messages or answer.authorizations or answer.handoff)
+    return bool(answer.messages or answer.company_events or answer.handoff)
 
 
 async def relay_message(pool: asyncpg.Pool, redis: aioredis.Redis | None, claimed: ClaimedMessage, *,

@@ -17,6 +17,7 @@ __all__ = [
     "AUTHORIZATION_ERRORS",
     "MAX_DELTA_CHARS",
     "MAX_MESSAGE_BYTES",
+    "MAX_REASON_CHARS",
     "MAX_SCOPE_CHARS",
     "MAX_RESPONDER_NAME",
     "MAX_WAIT_SECONDS",
@@ -41,6 +42,7 @@ __all__ = [
     "parse_message",
     "parse_wait",
     "replay_decision",
+    "user_requested_event",
     "user_scope",
 ]
 
@@ -356,6 +358,22 @@ def authorization_event(scope: object, error: object = "sign_in_required") -> di
     if error not in AUTHORIZATION_ERRORS:
         return "error must be sign_in_required or insufficient_scope"
     return {"type": "authorization", "error": error, "scope": scope}
+
+
+MAX_REASON_CHARS = 1000
+"""The longest ``reason`` a ``user_requested`` event gives."""
+
+
+def user_requested_event(reason: object) -> dict[str, Any] | str:
+    """The ``user_requested`` event the company's agent adds (§7), or why it cannot be added.
+
+    The company needs the user themselves (not their agent): ``reason`` says why, 1 to
+    `MAX_REASON_CHARS` characters, not only spaces. The same rule for the company API and a
+    relay answer's events.
+    """
+    if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_REASON_CHARS:
+        return f"reason must be 1 to {MAX_REASON_CHARS} characters"
+    return {"type": "user_requested", "reason": reason}
 
 
 def parse_wait(raw: str | None) -> int | ProtocolError:

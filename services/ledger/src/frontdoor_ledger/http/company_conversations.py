@@ -32,8 +32,10 @@ from frontdoor_conversations.rules import (
     IDENTIFIER,
     MAX_DELTA_CHARS,
     MAX_MESSAGE_BYTES,
+    MAX_REASON_CHARS,
     authorization_event,
     check_delta,
+    user_requested_event,
 )
 from frontdoor_core.errors import Invalid, NotFound
 from frontdoor_operations import ledger
@@ -233,9 +235,10 @@ async def user_requested(conversation_id: FromPath[str], company: LedgerTenant, 
                          body: bytes) -> Response[Any]:
     await _enabled(state, company)
     parsed: UserRequestedBody = _decode(body, UserRequestedBody)
-    if not parsed.reason.strip() or len(parsed.reason) > 1000:
-        raise Invalid("invalid_request", "reason: 1 to 1000 characters.")
-    return await _event(state, company, conversation_id, {"type": "user_requested", "reason": parsed.reason})
+    draft = user_requested_event(parsed.reason)  # the rule a relay answer's event follows too
+    if isinstance(draft, str):
+        raise Invalid("invalid_request", f"reason: 1 to {MAX_REASON_CHARS} characters.")
+    return await _event(state, company, conversation_id, draft)
 
 
 @post("/{slug:str}/v1/conversations/{conversation_id:str}/responder", dependencies=_COMPANY, status_code=200)
