@@ -39,7 +39,7 @@ from .attempts import redacted_headers
 from .delivery_outcome import ErrorClass, Verdict, classify, status_error_class
 from .delivery_policy import DeliveryPolicy
 from .endpoint_health import note_failure
-from .endpoint_secrets import signing_secrets
+from .endpoint_secrets import SIGNING_ORDER, open_secrets, signing_secrets
 from .messages import enqueue_event, next_event_sequence
 from .retry_policy import next_attempt_at, parse_retry_after
 from .sender import RESPONSE_LIMIT, Sender, SenderResponse, SendError
@@ -148,8 +148,11 @@ async def claim(conn: asyncpg.Connection, message_id: str, now: datetime, lease:
         lease: How long the claim lasts.
         tenant_id: When known, the claim also checks the message is this tenant's.
     """
-    row = await conn.fetchrow(
-        """
+    row = await conn.fetchrow(_CLAIM, message_id, now, lease, tenant_id)
+    return None if row is None else ClaimedMessage(**dict(row))
+
+
+_CLAIM = """
         UPDATE webhook_messages AS m
            SET attempts = m.attempts + 1, locked_until = $2::timestamptz + $3::interval
           FROM webhook_endpoints AS e
@@ -159,10 +162,26 @@ async def claim(conn: asyncpg.Connection, message_id: str, now: datetime, lease:
            AND e.tenant_id = m.tenant_id AND e.id = m.endpoint_id AND e.enabled
         RETURNING m.id, m.tenant_id, m.endpoint_id, m.event_type, m.body, m.purpose, m.operation_id,
                   m.attempts AS attempt, m.locked_until, e.url, e.rate_limit_per_second
-        """,
-        message_id, now, lease, tenant_id,
-    )
-    return None if row is None else ClaimedMessage(**dict(row))
+        """
+# The claim and the endpoint's signing secrets valid at the claim's time (as `signing_secrets`
+# reads them, in its order) in one round trip; the secrets are read only when the claim won.
+_SECRETS_OF_CLAIM = ("FROM webhook_secrets AS s WHERE s.tenant_id = c.tenant_id AND s.endpoint_id = c.endpoint_id"
+                     " AND (s.expires_at IS NULL OR s.expires_at > $2) ORDER BY " +
+                     ", ".join(f"s.{term}" for term in SIGNING_ORDER.split(", ")))
+_CLAIM_WITH_SECRETS = (f"WITH c AS ({_CLAIM}) SELECT c.*,"  # noqa: S608  (constants only)
+                       f" ARRAY(SELECT s.id {_SECRETS_OF_CLAIM}) AS secret_ids,"
+                       f" ARRAY(SELECT s.secret_ciphertext {_SECRETS_OF_CLAIM}) AS secret_blobs FROM c")
+
+
+async def _claim_with_secrets(conn: asyncpg.Connection, message_id: str, now: datetime, lease: timedelta,
+                              tenant_id: str | None) -> tuple[ClaimedMessage, list[tuple[str, bytes]]] | None:
+    """`claim`, and the claimed endpoint's secret rows for `open_secrets`, in one statement."""
+    row = await conn.fetchrow(_CLAIM_WITH_SECRETS, message_id, now, lease, tenant_id)
+    if row is None:
+        return None
+    fields = dict(row)
+    rows = list(zip(fields.pop("secret_ids"), fields.pop("secret_blobs"), strict=True))
+    return ClaimedMessage(**fields), rows
 
 
 async def due_messages(conn: asyncpg.Connection, now: datetime, limit: int = 100,
@@ -312,9 +331,15 @@ async def deliver(
     never its text.
     """
     now = clock()
+    secret_rows: list[tuple[str, bytes]] | None = None  # read with the claim, when this claims and reads them
     if claimed is None:
         async with pool.acquire() as conn:
-            claimed = await claim(conn, message_id, now, policy.lease, tenant_id=tenant_id)
+            if secrets is None:
+                won = await _claim_with_secrets(conn, message_id, now, policy.lease, tenant_id)
+                if won is not None:
+                    claimed, secret_rows = won
+            else:
+                claimed = await claim(conn, message_id, now, policy.lease, tenant_id=tenant_id)
     if claimed is None:
         return None
     try:
@@ -327,6 +352,8 @@ async def deliver(
                 return None
         if secrets is not None:
             keys = await secrets(pool, claimed, now)
+        elif secret_rows is not None:
+            keys = open_secrets(secret_rows, claimed.tenant_id, claimed.endpoint_id, kek)
         else:
             async with pool.acquire() as conn:
                 keys = await signing_secrets(conn, claimed.tenant_id, claimed.endpoint_id, kek, now)

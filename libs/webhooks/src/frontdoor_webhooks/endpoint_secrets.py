@@ -26,11 +26,13 @@ from frontdoor_tenancy.credentials import DecryptionError, Kek, Reencryption, ro
 from .signing import new_secret, new_signing_key
 
 __all__ = [
+    "SIGNING_ORDER",
     "PublicKey",
     "add_secret",
     "add_signing_key",
     "drop_signing_keys",
     "public_keys",
+    "open_secrets",
     "reencrypt_webhook_secrets",
     "rotate_secret_rows",
     "rotate_signing_key_rows",
@@ -143,13 +145,26 @@ async def signing_secrets(conn: asyncpg.Connection, tenant_id: str, endpoint_id:
             configured KEK (never logged with its content).
     """
     rows = await conn.fetch(
-        "SELECT id, secret_ciphertext FROM webhook_secrets"
+        "SELECT id, secret_ciphertext FROM webhook_secrets"  # noqa: S608  (SIGNING_ORDER is a constant)
         " WHERE tenant_id = $1 AND endpoint_id = $2 AND (expires_at IS NULL OR expires_at > $3)"
-        " ORDER BY algorithm DESC, expires_at DESC NULLS FIRST, id DESC",  # HMAC (v1) entries first
+        " ORDER BY " + SIGNING_ORDER,
         tenant_id, endpoint_id, now,
     )
-    return [kek.decrypt(r["secret_ciphertext"], aad=_aad(tenant_id, endpoint_id, r["id"])).decode("ascii")
-            for r in rows]
+    return open_secrets([(r["id"], r["secret_ciphertext"]) for r in rows], tenant_id, endpoint_id, kek)
+
+
+SIGNING_ORDER = "algorithm DESC, expires_at DESC NULLS FIRST, id DESC"
+"""The order of `signing_secrets`: HMAC (v1) entries first, current first (for a statement reading them itself)."""
+
+
+def open_secrets(rows: list[tuple[str, bytes]], tenant_id: str, endpoint_id: str, kek: Kek) -> list[str]:
+    """Decrypt ``(id, secret_ciphertext)`` rows read in `SIGNING_ORDER` (as `signing_secrets` returns them).
+
+    Raises:
+        frontdoor_tenancy.credentials.DecryptionError: A blob does not open under the
+            configured KEK (never logged with its content).
+    """
+    return [kek.decrypt(blob, aad=_aad(tenant_id, endpoint_id, secret_id)).decode("ascii") for secret_id, blob in rows]
 
 
 async def reencrypt_webhook_secrets(pool: asyncpg.Pool, kek: Kek, *, batch: int = 100,

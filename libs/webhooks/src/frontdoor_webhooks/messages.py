@@ -151,18 +151,18 @@ async def enqueue_message(
     try:
         async with in_transaction(conn):
             await hold_endpoint(conn, endpoint_id)  # an endpoint being enabled now unparks this message
-            parked = await conn.fetchval(  # a disabled endpoint's message waits parked
-                "INSERT INTO webhook_messages (tenant_id, id, endpoint_id, event_type, body, purpose, operation_id,"
-                " next_attempt_at, created_at, parked) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8,"
+            # A disabled endpoint's message waits parked; one that is not wakes a deliverer at
+            # commit: the insert and its notification in one round trip.
+            await conn.execute(
+                "WITH m AS (INSERT INTO webhook_messages (tenant_id, id, endpoint_id, event_type, body, purpose,"
+                " operation_id, next_attempt_at, created_at, parked) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8,"
                 " coalesce((SELECT NOT e.enabled FROM webhook_endpoints AS e WHERE e.tenant_id = $1 AND e.id = $3),"
-                " false)) RETURNING parked",
+                " false)) RETURNING parked) SELECT pg_notify($9, $2) FROM m WHERE NOT m.parked",
                 tenant_id, message_id, endpoint_id, event_type, build_body(event_type, data, now), purpose,
-                operation_id, now,
+                operation_id, now, NOTIFY_CHANNEL,
             )
     except asyncpg.ForeignKeyViolationError:
         raise NotFound("webhook_endpoint_not_found", "No such webhook endpoint.") from None
-    if not parked:
-        await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, message_id)
     return message_id
 
 
