@@ -132,6 +132,12 @@ async def test_an_admin_runs_the_simulator_against_northwind_and_every_step_is_g
     tenant, origin = northwind
     page = await _admin(scan_context, tenant.email)
     await page.goto("/simulator")
+    # The operation step calls the real perform webhook: off unless ticked, and the form says where it goes.
+    include = page.get_by_label("Include an operation")
+    await expect(include).not_to_be_checked()
+    await expect(page.locator("label", has=include)).to_contain_text(
+        f"sends a real perform webhook to https://{tenant.slug}.shop.example/webhooks/frontdoor")
+    await include.check()
     await page.get_by_role("button", name="Run the simulator").click()
     run = page.locator("section[aria-labelledby=sim-run]")
     prompt = run.locator("[data-sign-in-prompt]")

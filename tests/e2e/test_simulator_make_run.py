@@ -182,6 +182,10 @@ async def _journey(context: Any, world: World, email: str, password: str, ada_pa
     await expect(page.locator("h1")).to_have_text("Agent simulator")
     client_id = f"{world.console}/simulator/demo/agent.json"
     await expect(page.locator("[data-simulator-client-id]")).to_have_text(client_id)
+    include = page.get_by_label("Include an operation")  # off by default: it calls Northwind's real perform webhook
+    await expect(page.locator("label", has=include)).to_contain_text(
+        f"sends a real perform webhook to {world.northwind}/webhooks/frontdoor")
+    await include.check()
     await page.get_by_role("button", name="Run the simulator").click()
     run = page.locator("section[aria-labelledby=sim-run]")
     for key in ("discovery", "session", "api"):

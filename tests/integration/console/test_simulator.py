@@ -65,9 +65,11 @@ def codes(page: str) -> list[str]:
     return re.findall(r'class="finding" data-code="([\w-]+)"', page)
 
 
-async def run(console: AsyncTestClient[Any], t: TenantHandle) -> httpx.Response:
+async def run(console: AsyncTestClient[Any], t: TenantHandle, *, include_operation: bool = False) -> httpx.Response:
+    """Sign in as ``t``'s owner and run the simulator (ticking "Include an operation" when asked)."""
     csrf = await sign_in(console, t.email)
-    return await console.post("/simulator", data={"_csrf_token": csrf})
+    form = {"_csrf_token": csrf, **({"include_operation": "yes"} if include_operation else {})}
+    return await console.post("/simulator", data=form)
 
 
 async def test_a_well_configured_tenant_runs_green_and_no_secret_is_shown(

@@ -132,7 +132,7 @@ async def test_device_sign_in_through_the_login_page_then_revocation_refused(
 ) -> None:
     key, domain = await ready(console, issuer, tenant, dns, web)
     answers = record_answers(web, issuer, tenant)
-    started = await run(console, tenant)
+    started = await run(console, tenant, include_operation=True)
     assert started.status_code == 200, started.text
     assert statuses(started.text) == {"discovery": "passed", "session": "passed", "api": "not_run",
                                       "signin": "informational", "operation": "not_run", "revoke": "not_run",
@@ -322,8 +322,9 @@ async def perform_webhook(console: AsyncTestClient[Any], t: TenantHandle, web: M
 
 
 async def signed_in_run(console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], t: TenantHandle,
-                        key: Any, clock: ShiftableClock) -> tuple[str, httpx.Response]:
-    started = await run(console, t)
+                        key: Any, clock: ShiftableClock, *, include_operation: bool = True
+                        ) -> tuple[str, httpx.Response]:
+    started = await run(console, t, include_operation=include_operation)
     rid = waiting_run(started.text)
     await user_signs_in(issuer, t, user_code(started.text), key, "acct_test_dora")
     clock.advance(seconds=6)
@@ -344,6 +345,7 @@ async def test_an_operation_is_proposed_approved_and_performed_by_the_webhook(
     performs = [d for d in receiver.deliveries if d["type"] == "operation.perform"]
     assert len(performs) == 1
     data = performs[0]["data"]
+    assert data["simulator"] is True and next(iter(data)) == "simulator"  # where a handler looks first
     simulator = f"https://console.frontdoor.test/simulator/{tenant.slug}/agent.json"
     assert data["client_id"] == simulator and data["account"] == "acct_test_dora"
     assert data["input"] == {"simulator": True, "simulator_run": rid} and data["operation"]["terms"] == {
@@ -379,6 +381,47 @@ async def test_an_operation_is_proposed_approved_and_performed_by_the_webhook(
     assert op["id"] not in (await console.get("/operations")).text
     assert (await console.get(f"/simulator-runs/{rid}")).status_code == 404
     assert (await console.get(f"/operations/{op['id']}")).status_code == 404
+
+
+async def test_unticked_the_run_proposes_nothing_and_sends_no_perform_webhook(
+    console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], ledger: AsyncTestClient[Any],  # noqa: F811
+    tenant: TenantHandle, dns: LocalDNS, web: MockWeb, clock: ShiftableClock, db: Any,
+) -> None:
+    """The operation step calls the company's real perform webhook, so it is opt-in per run (off by default)."""
+    key, _ = await ready(console, issuer, tenant, dns, web)
+    receiver, _ = await perform_webhook(console, tenant, web)
+    route_prefix(web, ledger, f"{LEDGER}/{tenant.slug}/operations/")
+    await sign_in(console, tenant.email)
+    form = (await console.get("/simulator")).text
+    box = re.search(r'<input type="checkbox" name="include_operation" value="yes"([^>]*)>(.*?)</label>', form, re.S)
+    assert box and "checked" not in box.group(1)
+    assert f"<code data-perform-url>https://{tenant.slug}.shop.example/webhooks/frontdoor</code>" in box.group(2)
+    assert "simulator: true" in box.group(2)
+    rid, done = await signed_in_run(console, issuer, tenant, key, clock, include_operation=False)
+    assert statuses(done.text) == {"discovery": "passed", "session": "passed", "api": "not_run",
+                                   "signin": "passed", "operation": "informational", "revoke": "passed",
+                                   "refused": "passed"}, codes(done.text)
+    assert codes(done.text) == ["operation_step_not_chosen"]
+    assert not [q for q in web.requests if q.url.host == "ledger.frontdoor.test"]
+    assert receiver.deliveries == []
+    assert await db.fetchval("SELECT count(*) FROM operations WHERE tenant_id = $1", tenant.id) == 0
+    assert await db.fetchval("SELECT count(*) FROM webhook_messages WHERE tenant_id = $1 AND purpose = 'perform'",
+                             tenant.id) == 0
+    assert await db.fetchval("SELECT ok FROM simulator_runs WHERE tenant_id = $1 AND id = $2", tenant.id, rid)
+
+
+async def test_a_viewer_cannot_run_it_with_an_operation(
+    console: AsyncTestClient[Any], tenant: TenantHandle, web: MockWeb, db: Any,
+) -> None:
+    await perform_webhook(console, tenant, web)
+    viewer = await add_admin(db, tenant, "viewer")
+    csrf_token = await sign_in(console, viewer)
+    page = await console.get("/simulator")
+    assert page.status_code == 200 and 'name="include_operation"' not in page.text
+    r = await console.post("/simulator", data={"_csrf_token": csrf_token, "include_operation": "yes"})
+    assert r.status_code == 403
+    assert await db.fetchval("SELECT count(*) FROM operations WHERE tenant_id = $1", tenant.id) == 0
+    assert await db.fetchval("SELECT count(*) FROM simulator_runs WHERE tenant_id = $1", tenant.id) == 0
 
 
 async def test_a_disabled_perform_endpoint_is_its_finding(

@@ -287,6 +287,26 @@ async def test_the_perform_webhook_is_signed_and_keyed(shop: Shop, agent: TestAg
     assert shop.receiver.webhook_ids[-1].startswith("msg_")
 
 
+async def test_only_the_simulators_test_operation_is_marked_simulator_in_the_perform_data(
+    shop: Shop, agent: TestAgent, db: Any,
+) -> None:
+    """The top-level ``"simulator": true`` says Frontdoor's agent simulator made it: a company's own input saying
+    ``simulator`` is not enough; the Session's client_id must be the tenant's simulator's (`simulator_client_ids`)."""
+    _, tokens, op = await proposed(shop, agent, input={"simulator": True})
+    assert (await shop.confirm(agent, tokens["access_token"], op)).status_code == 200
+    data = shop.receiver.deliveries[-1]["data"]
+    assert data["input"] == {"simulator": True} and "simulator" not in data
+    await db.execute("INSERT INTO simulator_client_ids (tenant_id, client_id, registered_at) VALUES ($1, $2, now())",
+                     shop.tenant.id, agent.client_id)
+    _, tokens, op = await proposed(shop, agent, input={"cart": "c-2"})  # its input does not say so
+    assert (await shop.confirm(agent, tokens["access_token"], op)).status_code == 200
+    assert "simulator" not in shop.receiver.deliveries[-1]["data"]
+    _, tokens, op = await proposed(shop, agent, input={"simulator": True, "simulator_run": "sim_x"})
+    assert (await shop.confirm(agent, tokens["access_token"], op)).status_code == 200
+    data = shop.receiver.deliveries[-1]["data"]
+    assert data["simulator"] is True and data["idempotency_key"] == op["operation_id"]
+
+
 async def test_the_ledger_api_is_described(ledger: Any) -> None:
     r = await ledger.get("/openapi.json")
     assert r.status_code == 200

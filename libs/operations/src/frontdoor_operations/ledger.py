@@ -373,10 +373,31 @@ async def revise(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *,
     return op
 
 
-def perform_data(op: Operation) -> dict[str, Any]:
-    """The perform webhook's ``data``: what to do, for whom, and the idempotency key."""
-    return {"idempotency_key": op.id, "operation": to_wire(op), "kind": op.kind, "account": op.account_id,
-            "client_id": op.client_id, "user_id": op.user_id, "input": op.input}
+def perform_data(op: Operation, *, simulator: bool = False) -> dict[str, Any]:
+    """The perform webhook's ``data``: what to do, for whom, and the idempotency key.
+
+    ``simulator``: the operation is the dashboard's agent simulator's test (`_simulator_test`);
+    ``data`` then says ``"simulator": true`` first thing, where a handler looks before acting.
+    """
+    data: dict[str, Any] = {"simulator": True} if simulator else {}
+    data.update({"idempotency_key": op.id, "operation": to_wire(op), "kind": op.kind, "account": op.account_id,
+                 "client_id": op.client_id, "user_id": op.user_id, "input": op.input})
+    return data
+
+
+async def _simulator_test(conn: asyncpg.Connection, tenant_id: str, op: Operation) -> bool:
+    """Whether ``op`` is the agent simulator's test operation: proposed by Frontdoor's simulator with
+    ``"simulator": true`` in its input, for a Session of the tenant's simulator client_id.
+
+    The input alone is the proposer's to write (a company's own input may say ``simulator``), and
+    only Frontdoor registers the simulator's client_ids (``simulator_client_ids``); the lookup runs
+    only for an input that says so, so an ordinary confirm pays nothing for it.
+    """
+    if not (isinstance(op.input, dict) and op.input.get("simulator") is True):
+        return False
+    return bool(await conn.fetchval(
+        "SELECT EXISTS (SELECT 1 FROM simulator_client_ids WHERE tenant_id = $1 AND client_id = $2)",
+        tenant_id, op.client_id))
 
 
 async def confirm(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *, revision: int,
@@ -414,7 +435,8 @@ async def confirm(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *
             fields = dict(won)
             endpoint_id = fields.pop("kind_perform_endpoint_id")
             op = msgspec.convert(fields, Operation)
-            await events.perform(conn, tenant_id, endpoint_id, perform_data(op), operation_id=op.id, now=now,
+            data = perform_data(op, simulator=await _simulator_test(conn, tenant_id, op))
+            await events.perform(conn, tenant_id, endpoint_id, data, operation_id=op.id, now=now,
                                  message_id=message_id)
             await events.emit(conn, tenant_id, "operation.confirmed", event_data(op), now=now)
     except asyncpg.UniqueViolationError:

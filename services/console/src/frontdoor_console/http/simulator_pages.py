@@ -2,7 +2,8 @@
 
 ``GET /simulator`` shows the simulator's identity, a Run button and the latest runs;
 ``POST /simulator`` (write permission, so a viewer gets 403) runs the steps up to Device
-Sign-In and renders the exchanges server-side (no JavaScript needed). The run then waits,
+Sign-In (its form's ``include_operation=yes``, off by default, adds the operation step, which
+calls the company's real perform webhook) and renders the exchanges server-side (no JavaScript needed). The run then waits,
 KEK-encrypted in Redis (`frontdoor_console.simulator.pending`), while the admin signs in as
 a test user in another tab; ``POST /simulator-runs/{id}/continue`` (the page's button, and
 htmx's poll of it at the issuer's interval) polls once when due and, once the sign-in is
@@ -39,6 +40,7 @@ from ..simulator import (
     get_run,
     latest_runs,
     load_identity,
+    operation_target,
     record_run,
     redeem,
     register_client_id,
@@ -64,7 +66,8 @@ async def _identity(state: State, tenant_id: str, slug: str) -> Any:
 async def _page(console: Console, state: State, identity: Any, **context: Any) -> Template:
     async with ctx_of(state).pool.acquire() as conn:
         runs = await latest_runs(conn, console.tenant.id, limit=LISTED)
-    return console.page("simulator.html", nav="simulator", identity=identity, runs=runs,
+        target = await operation_target(conn, console.tenant.id)
+    return console.page("simulator.html", nav="simulator", identity=identity, runs=runs, target=target,
                         listed=LISTED, status_of=status_of, organization_name=console.tenant.organization_name,
                         **{"steps": None, "run_id": None, "prompt": None, "notice": None, **context})
 
@@ -102,10 +105,16 @@ async def simulator_page(console: Console, state: State) -> Template:
     return await _page(console, state, identity)
 
 
+async def _include_operation(request: Request[Any, Any, Any]) -> bool:
+    """The run form's "Include an operation" checkbox (off unless ticked: it sends a real perform webhook)."""
+    return (await request.form()).get("include_operation") == "yes"
+
+
 @post("/simulator")
-async def run_simulator(console: Console, state: State) -> Template:
+async def run_simulator(request: Request[Any, Any, Any], console: Console, state: State) -> Template:
     ctx = ctx_of(state)
     console.require("write")
+    include_operation = await _include_operation(request)
     identity = await _identity(state, console.tenant.id, console.tenant.slug)
     started = ctx.now()
     async with ctx.pool.acquire() as conn:
@@ -117,7 +126,7 @@ async def run_simulator(console: Console, state: State) -> Template:
                                      dev=ctx.settings.is_dev, run_id=run_id)
     run = PendingRun(run_id=run_id, tenant_id=console.tenant.id, member_id=console.session.admin.id,
                      member_email=console.session.admin.email, started_at=started, steps=steps,
-                     wait=wait) if wait is not None else None
+                     wait=wait, include_operation=include_operation) if wait is not None else None
     if run is None:
         async with ctx.pool.acquire() as conn:
             await record_run(conn, console.tenant.id, steps, member_id=console.session.admin.id,

@@ -16,6 +16,12 @@ Once signed in, the run plays both ends of an operation as they meet in the ledg
 The perform webhook's delivery is then read from the webhooks tables (each attempt's URL,
 status, time and error class; never the signature) and shown with the outcome. No kind, or
 a kind whose perform endpoint is disabled, is a finding.
+
+The perform webhook is the company's production one, so the step is the admin's choice per
+run (`OperationTarget`, the run form's checkbox, off by default): not chosen, nothing is
+proposed and the step is informational (`not_chosen`). Chosen, the perform data also says
+``"simulator": true`` at its top level (the ledger checks the Session's client_id is the
+tenant's simulator's, `frontdoor_operations.ledger.perform_data`).
 """
 
 from __future__ import annotations
@@ -25,15 +31,17 @@ from datetime import datetime
 from typing import Any, Final
 
 import asyncpg
+import msgspec
 from frontdoor_operations import kinds, ledger
 from frontdoor_operations.rules import CallerView
 from frontdoor_sessions import session_store
+from frontdoor_webhooks.endpoints import get_endpoint
 
 from .agent import SimulatorAgent, error_of
 from .exchange import Exchange
 from .step import Step, StepFinding
 
-__all__ = ["run_operation"]
+__all__ = ["OperationTarget", "not_chosen", "operation_target", "run_operation"]
 
 _KINDS_SETTING: Final = "/operation-kinds"
 _WEBHOOKS_SETTING: Final = "/webhooks"
@@ -60,6 +68,41 @@ async def _deliveries(conn: asyncpg.Connection, tenant_id: str, operation_id: st
                      error=r["error_class"] or "") for r in rows]
 
 
+class OperationTarget(msgspec.Struct, frozen=True, kw_only=True):
+    """The kind a run's operation would be of, and where its perform webhook goes (the run form says so)."""
+
+    kind: str
+    url: str
+
+
+async def _first_performable(conn: asyncpg.Connection, tenant_id: str, all_kinds: list[kinds.Kind]
+                             ) -> kinds.Kind | None:
+    for candidate in all_kinds:
+        if await kinds.perform_endpoint_enabled(conn, tenant_id, candidate.name):
+            return candidate
+    return None
+
+
+async def operation_target(conn: asyncpg.Connection, tenant_id: str) -> OperationTarget | None:
+    """The tenant's first kind with an enabled perform endpoint and that endpoint's URL; None when none."""
+    kind = await _first_performable(conn, tenant_id, await kinds.list_kinds(conn, tenant_id))
+    if kind is None:
+        return None
+    endpoint = await get_endpoint(conn, tenant_id, kind.perform_endpoint_id)
+    return OperationTarget(kind=kind.name, url=endpoint.url)
+
+
+def not_chosen(step: Step) -> None:
+    """The run was started without its operation: nothing proposed, nothing sent (informational)."""
+    step.findings.append(StepFinding(
+        code="operation_step_not_chosen", source="simulator",
+        message="This run was started without an operation, so nothing was proposed and your perform webhook "
+                "was not called.",
+        hint="Tick \"Include an operation\" when you run the simulator to test your perform webhook (it sends a "
+             "real perform webhook, marked \"simulator\": true).", doc="operations.md#the-perform-webhook"))
+    step.summary = "Not chosen for this run: no operation was proposed."
+
+
 async def _propose(conn: asyncpg.Connection, step: Step, tenant_id: str, session_id: str, *, run_id: str,
                    now: datetime) -> ledger.Operation | None:
     all_kinds = await kinds.list_kinds(conn, tenant_id)
@@ -71,11 +114,7 @@ async def _propose(conn: asyncpg.Connection, step: Step, tenant_id: str, session
             doc="operations.md#operation-kinds", setting=_KINDS_SETTING))
         step.summary = "No operation kind: the simulator proposed nothing."
         return None
-    kind = None
-    for candidate in all_kinds:
-        if await kinds.perform_endpoint_enabled(conn, tenant_id, candidate.name):
-            kind = candidate
-            break
+    kind = await _first_performable(conn, tenant_id, all_kinds)
     if kind is None:
         step.ok = False
         step.findings.append(StepFinding(

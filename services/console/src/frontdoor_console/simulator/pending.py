@@ -60,6 +60,8 @@ class PendingRun(msgspec.Struct, kw_only=True):
     started_at: datetime
     steps: list[Step]
     wait: SignInWait
+    include_operation: bool = False
+    """The admin chose the operation step (a real perform webhook) for this run."""
 
 
 def _key(tenant_id: str, run_id: str) -> str:

@@ -11,9 +11,11 @@
    as a test user in another tab, and `resume` polls (each continue of the page, at the
    issuer's interval) until the Account Token is granted, or `redeem` takes the code the
    browser brings back to the simulator's callback;
-5. an operation (`frontdoor_console.simulator.operation`, Operations extension v1): a test
-   operation proposed in the ledger on the company's behalf, read and confirmed by the agent
-   at the operations endpoint, the perform webhook's delivery and outcome shown;
+5. an operation (`frontdoor_console.simulator.operation`, Operations extension v1), only when
+   the admin ticked it for the run (`PendingRun.include_operation`: it calls the company's real
+   perform webhook): a test operation proposed in the ledger on the company's behalf, read and
+   confirmed by the agent at the operations endpoint, the perform webhook's delivery and
+   outcome shown; not chosen, the step is informational and nothing is proposed;
 6. revocation of that Account Token (RFC 7009, PAP §4.9): its sign-in ends;
 7. the next request with it, a refresh, is refused (``400 invalid_grant``).
 
@@ -38,7 +40,7 @@ from .agent import SimulatorAgent, error_of
 from .api_call import call_first_api
 from .exchange import Exchange, RecordingFetcher
 from .identity import SimulatorIdentity
-from .operation import run_operation
+from .operation import not_chosen, run_operation
 from .pending import PendingRun, SignInWait, expired
 from .sign_in import DeviceStart, judge_poll, judge_redemption, start_sign_in
 from .step import Step, StepFinding
@@ -301,6 +303,10 @@ async def _signed_in(conn: asyncpg.Connection, run: PendingRun, agent: Simulator
     signin.summary = (f"Signed in: Session {session_id}, scope {granted.get('scope', '')!s}; the Session Token "
                       "and Account Token are shown redacted.")
     token = granted["access_token"]
+    if not run.include_operation:  # the perform webhook is the company's real one: only when chosen
+        not_chosen(operation)
+        await _sign_out(revoke, refused, agent, urls=urls, granted=granted, session_id=session_id)
+        return
     try:
         await run_operation(operation, agent, conn, tenant_id=run.tenant_id, session_id=session_id, token=token,
                             endpoint=f"{ledger_base_url}/{slug}/operations", run_id=run.run_id, now=now)
