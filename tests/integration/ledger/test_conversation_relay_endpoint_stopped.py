@@ -3,13 +3,15 @@ queued for a person, as when a relay fails (docs/conversations.md; ADR 0006, add
 
 The relay is left as a ledger that died after the agent's message committed leaves it: written
 and leased with the message (``store.start`` with a ``RelayTarget``), never attempted. The
-endpoint is then disabled or deleted through the management API, or the dashboard."""
+endpoint is then disabled or deleted through the management API or the dashboard, or disabled
+automatically by another relay's attempt."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
 
+import httpx
 import pytest
 from frontdoor_conversations import IncomingMessage, store
 from frontdoor_conversations.relay import RelayTarget
@@ -18,8 +20,10 @@ from frontdoor_core.runtime import Runtime
 from litestar.testing import AsyncTestClient
 
 from tests.conftest import unique
-from tests.integration.conftest import sign_up
+from tests.integration.conftest import TenantHandle, sign_up
 from tests.integration.console.test_dashboard import sign_in
+from tests.integration.ledger.test_conversation_relay import RelayDesk, _token, agent, desk  # noqa: F401 - fixtures
+from tests.support.agent import TestAgent
 
 LEASE = timedelta(seconds=30)  # the dead writer's claim: longer than the test
 
@@ -131,3 +135,18 @@ async def test_the_dashboard_disable_and_delete_queue_the_conversation_too(
         assert r.status_code == 303, r.text
     assert await _state(runtime, tenant.id, cid_disabled) == ("queued", "agent", QUEUED)
     assert await _state(runtime, tenant.id, cid_deleted) == ("queued", "agent", QUEUED)
+
+
+async def test_a_relay_attempt_that_disables_the_endpoint_queues_the_other_waiting_relays(
+        desk: RelayDesk, agent: TestAgent, console: AsyncTestClient[Any], tenant: TenantHandle,  # noqa: F811
+        runtime: Runtime) -> None:
+    """Automatic disabling (here ``410 Gone``) by a relay's own attempt, in that attempt's settle."""
+    waiting, relay_id = await _stranded_relay(runtime, tenant.id, desk.endpoint_id, "Where is my order?")
+    desk.endpoint.answer = lambda payload: httpx.Response(410)
+    token = await _token(desk, agent)
+    r = await desk.start(agent, token, "Hello?")
+    assert r.status_code == 201 and r.json()["status"] == "queued", r.text  # its own relay failed
+    endpoint = (await console.get(f"/api/v1/webhook-endpoints/{desk.endpoint_id}", headers=tenant.auth)).json()
+    assert (endpoint["enabled"], endpoint["disabled_reason"]) == (False, "gone")
+    assert await _state(runtime, tenant.id, waiting) == ("queued", "agent", QUEUED)  # and the one left waiting
+    assert await _relay_row(runtime, tenant.id, relay_id) == ("pending", True)

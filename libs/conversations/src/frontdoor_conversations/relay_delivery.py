@@ -38,6 +38,7 @@ from frontdoor_webhooks.sender import Sender, SenderResponse
 
 from . import store
 from .relay import RelayAnswer, RelayFailed, read_answer, relay_policy
+from .relay_endpoints import queue_stranded_relays
 from .store import ConversationRefused
 from .wakeups import publish_changed, publish_delta
 
@@ -150,6 +151,8 @@ async def relay_message(pool: asyncpg.Pool, redis: aioredis.Redis | None, claime
             queued = await store.queue_for_person(conn, report.tenant_id, subject.conversation_id, now=now)
             if queued is not None:
                 changed.append(subject.conversation_id)
+        if report.endpoint_disabled:  # this attempt disabled the endpoint: its other waiting relays cannot be sent
+            changed.extend(await queue_stranded_relays(conn, report.tenant_id, report.endpoint_id, now=now))
 
     report = await deliver(pool, claimed.id, sender=sender, kek=kek, clock=clock, policy=relay_policy(policy),
                            tenant_id=claimed.tenant_id, accept=relay_accepts, throttle=throttle,
