@@ -4,10 +4,11 @@ queued for a person, as when a relay fails (docs/conversations.md; ADR 0006, add
 The relay is left as a ledger that died after the agent's message committed leaves it: written
 and leased with the message (``store.start`` with a ``RelayTarget``), never attempted. The
 endpoint is then disabled or deleted through the management API or the dashboard, or disabled
-automatically by another relay's attempt."""
+automatically by another relay's attempt or by a delivery."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -17,13 +18,18 @@ from frontdoor_conversations import IncomingMessage, store
 from frontdoor_conversations.relay import RelayTarget
 from frontdoor_conversations.rules import Caller
 from frontdoor_core.runtime import Runtime
+from frontdoor_core.settings import Settings
 from litestar.testing import AsyncTestClient
 
 from tests.conftest import unique
 from tests.integration.conftest import TenantHandle, sign_up
 from tests.integration.console.test_dashboard import sign_in
+from tests.integration.dispatcher.test_deliverer import running
 from tests.integration.ledger.test_conversation_relay import RelayDesk, _token, agent, desk  # noqa: F401 - fixtures
+from tests.integration.ledger.test_conversation_relay_recovery import _deliverer
 from tests.support.agent import TestAgent
+from tests.support.clock import ShiftableClock
+from tests.support.eventually import eventually
 
 LEASE = timedelta(seconds=30)  # the dead writer's claim: longer than the test
 
@@ -150,3 +156,43 @@ async def test_a_relay_attempt_that_disables_the_endpoint_queues_the_other_waiti
     assert (endpoint["enabled"], endpoint["disabled_reason"]) == (False, "gone")
     assert await _state(runtime, tenant.id, waiting) == ("queued", "agent", QUEUED)  # and the one left waiting
     assert await _relay_row(runtime, tenant.id, relay_id) == ("pending", True)
+
+
+async def test_a_delivery_that_disables_the_endpoint_queues_its_waiting_relays(
+        console: AsyncTestClient[Any], runtime: Runtime, settings: Settings, kek_value: str,
+        clock: ShiftableClock) -> None:
+    """Automatic disabling by an event delivery (the deliverer's), just after that attempt's commit."""
+    tenant = await sign_up(console)
+    attempts: list[bytes] = []
+
+    async def gone(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        attempts.append(head.split(b" ", 2)[1])
+        writer.write(b"HTTP/1.1 410 Gone\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(gone, "127.0.0.1", 0)
+    try:
+        r = await console.post("/api/v1/webhook-endpoints", headers=tenant.auth, json={
+            "url": f"https://{unique('relay-')}.example/relay", "event_types": ["conversation.message.created"]})
+        assert r.status_code == 201, r.text
+        endpoint_id = str(r.json()["endpoint"]["id"])
+        async with runtime.pool.acquire() as conn:  # the company's server on this machine (plain http, loopback)
+            await conn.execute("UPDATE webhook_endpoints SET url = $3 WHERE tenant_id = $1 AND id = $2", tenant.id,
+                               endpoint_id, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/relay")
+        # The agent's message: its relay leased to a ledger that died, its conversation.message.created
+        # event due at once for the deliverer.
+        cid, relay_id = await _stranded_relay(runtime, tenant.id, endpoint_id, "Where is my order?")
+        async with running(_deliverer(runtime, settings, kek_value, clock, tenant.id)):
+            async def queued() -> None:
+                assert (await _state(runtime, tenant.id, cid))[0] == "queued"
+
+            await eventually(queued, timeout=30)
+        assert attempts == [b"/relay"]  # the event's attempt only: the relay is still leased
+        endpoint = (await console.get(f"/api/v1/webhook-endpoints/{endpoint_id}", headers=tenant.auth)).json()
+        assert (endpoint["enabled"], endpoint["disabled_reason"]) == (False, "gone")
+        assert await _state(runtime, tenant.id, cid) == ("queued", "agent", QUEUED)
+        assert await _relay_row(runtime, tenant.id, relay_id) == ("pending", True)
+    finally:
+        server.close()

@@ -44,7 +44,9 @@ from typing import Any, Final
 
 import asyncpg
 import structlog
+from frontdoor_conversations import publish_changed
 from frontdoor_conversations.relay_delivery import relay_message
+from frontdoor_conversations.relay_endpoints import queue_stranded_relays
 from frontdoor_core.clock import Clock, utc_now
 from frontdoor_core.db import create_pool
 from frontdoor_core.settings import Settings
@@ -230,17 +232,36 @@ class Deliverer:
             self._wake.set()
 
     async def _send(self, claimed: ClaimedMessage, sender: Sender) -> None:
-        if claimed.purpose == "perform":
-            await perform_message(self._pool, self._redis, claimed.id, sender=sender, kek=self._kek,
-                                  clock=self._clock, policy=self._policy, throttle=self._throttle, claimed=claimed,
-                                  secrets=self._secrets)
-        elif claimed.purpose == "relay":  # a conversation relay whose ledger did not settle it (crashed)
+        if claimed.purpose == "relay":  # a conversation relay whose ledger did not settle it (crashed)
             await relay_message(self._pool, self._redis, claimed, sender=sender, kek=self._kek, clock=self._clock,
                                 policy=self._policy, throttle=self._throttle, secrets=self._secrets)
+            return  # a relay that disables its endpoint queues the endpoint's waiting relays itself
+        if claimed.purpose == "perform":
+            report = await perform_message(self._pool, self._redis, claimed.id, sender=sender, kek=self._kek,
+                                           clock=self._clock, policy=self._policy, throttle=self._throttle,
+                                           claimed=claimed, secrets=self._secrets)
         else:
-            await deliver(self._pool, claimed.id, sender=sender, kek=self._kek, clock=self._clock,
-                          policy=self._policy, throttle=self._throttle, claimed=claimed, secrets=self._secrets,
-                          delivered=self._delivered)
+            report = await deliver(self._pool, claimed.id, sender=sender, kek=self._kek, clock=self._clock,
+                                   policy=self._policy, throttle=self._throttle, claimed=claimed,
+                                   secrets=self._secrets, delivered=self._delivered)
+        if report is not None and report.endpoint_disabled:
+            await self._queue_stranded_relays(claimed.tenant_id, claimed.endpoint_id)
+
+    async def _queue_stranded_relays(self, tenant_id: str, endpoint_id: str) -> None:
+        """This attempt disabled the endpoint: the conversations of its waiting relays go to a person.
+
+        Just after the attempt's commit, not in it (deliveries stay one statement when they
+        succeed); should this process die in between, those relays wait for the endpoint.
+        """
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                changed = await queue_stranded_relays(conn, tenant_id, endpoint_id, now=self._clock())
+        except Exception as exc:
+            _log.error("conversation_relays_not_queued", endpoint_id=endpoint_id, error=type(exc).__name__)
+            return
+        for cid in changed:
+            if self._redis is not None:
+                await publish_changed(self._redis, tenant_id, cid)
 
     async def _next_due_in(self, conn: asyncpg.Connection) -> float:
         seconds = await conn.fetchval(
