@@ -12,6 +12,7 @@ fails here, with the list of statements to read.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 from collections.abc import Iterator
@@ -19,10 +20,13 @@ from typing import Any
 
 import asyncpg
 import pytest
+from frontdoor_operations import ledger
+from frontdoor_webhooks.parking import lock_endpoint
 
 from tests.integration.ledger.conftest import Shop
 from tests.integration.ledger.test_ledger_operations import proposed
 from tests.support.agent import TestAgent
+from tests.support.clock import ShiftableClock
 
 
 def _head(query: str) -> str:
@@ -66,16 +70,16 @@ def statements() -> Iterator[list[str]]:
         yield sent
 
 
-async def test_a_confirm_with_the_fast_path_sends_19_sql_statements(shop: Shop, agent: TestAgent) -> None:
+async def test_a_confirm_with_the_fast_path_sends_17_sql_statements(shop: Shop, agent: TestAgent) -> None:
     """OPS-3-02, OPS-6-02: a confirm that wins, is performed on the fast path and answered with its outcome.
 
-    The 19, in order: the Session and the agent policy (authentication); the operation with
+    The 17, in order: the Session and the agent policy (authentication); the operation with
     its kind's targets; the confirm's transaction (``BEGIN``, the compare-and-set answering
-    the operation, the endpoint's parking lock, the perform message with its notification,
-    the ``operation.confirmed`` subscribers, ``COMMIT``); the claim with the endpoint's
-    signing secrets; the settle's transaction (``BEGIN``, the attempt with the message's
-    state, ``SAVEPOINT``, the perform message locked, the outcome, the message superseded,
-    the ``operation.*`` subscribers, ``RELEASE``, ``COMMIT``).
+    the operation and taking the endpoint's parking lock, the perform message with its
+    notification, the ``operation.confirmed`` subscribers, ``COMMIT``); the claim with the
+    endpoint's signing secrets; the settle's transaction (``BEGIN``, the attempt with the
+    message's state, ``SAVEPOINT``, the perform message locked, the outcome superseding the
+    message, the ``operation.*`` subscribers, ``RELEASE``, ``COMMIT``).
     """
     _, tokens, warm = await proposed(shop, agent)
     assert (await shop.confirm(agent, tokens["access_token"], warm)).json()["state"] == "succeeded"
@@ -84,4 +88,39 @@ async def test_a_confirm_with_the_fast_path_sends_19_sql_statements(shop: Shop, 
         r = await shop.confirm(agent, tokens["access_token"], op)
     assert r.status_code == 200 and r.json()["state"] == "succeeded", r.text
     assert not [s for s in sent if s.startswith("prepare: ")], sent  # a warm ledger prepares nothing again
-    assert len(sent) == 19, "\n".join(sent)
+    assert len(sent) == 17, "\n".join(sent)
+
+
+async def test_the_confirm_takes_the_parking_lock_before_its_perform_message_is_written(
+        shop: Shop, agent: TestAgent, runtime: Any, clock: ShiftableClock) -> None:
+    """The compare-and-set takes the endpoint's parking lock itself: a disable in progress is waited for.
+
+    A disable committed while the confirm waited is seen by the message's insert, so the perform
+    message is parked, not sent to a disabled endpoint (``parking``). Fails when the confirm
+    writes its message without waiting for the lock.
+    """
+    _, _, op = await proposed(shop, agent)
+    async with runtime.pool.acquire() as holder, holder.transaction():
+        await lock_endpoint(holder, shop.endpoint_id)  # as disabling the endpoint takes it
+
+        async def confirm() -> str | None:
+            async with runtime.pool.acquire() as conn:
+                _, message_id = await ledger.confirm(conn, shop.tenant.id, op["operation_id"], revision=op["revision"],
+                                                     approved_by="user", via="agent", now=clock())
+            return message_id
+
+        confirming = asyncio.create_task(confirm())
+        for _ in range(500):  # until the confirm waits for the lock (or is done: then it did not wait)
+            waiting = await holder.fetchval("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+            if waiting or confirming.done():
+                break
+            await asyncio.sleep(0.02)
+        assert waiting == 1 and not confirming.done()
+        await holder.execute("UPDATE webhook_endpoints SET enabled = false WHERE tenant_id = $1 AND id = $2",
+                             shop.tenant.id, shop.endpoint_id)
+    message_id = await confirming
+    assert message_id is not None
+    async with runtime.pool.acquire() as conn:
+        parked = await conn.fetchval("SELECT parked FROM webhook_messages WHERE tenant_id = $1 AND id = $2",
+                                     shop.tenant.id, message_id)
+    assert parked is True

@@ -24,10 +24,13 @@ async def emit(conn: asyncpg.Connection, tenant_id: str, event_type: str, data: 
 
 
 async def perform(conn: asyncpg.Connection, tenant_id: str, endpoint_id: str, data: dict[str, Any], *,
-                  operation_id: str, now: datetime, message_id: str | None = None) -> str:
+                  operation_id: str, now: datetime, message_id: str | None = None,
+                  endpoint_held: bool = False) -> str:
     """Queue the perform call; its message ID is the ``webhook-id`` of every attempt.
 
-    ``message_id``: the ID the confirm already wrote on the operation (one statement fewer).
+    ``message_id``: the ID the confirm already wrote on the operation (one statement fewer);
+    ``endpoint_held``: the confirm's compare-and-set already took the endpoint's parking lock.
     """
     return await enqueue_message(conn, tenant_id, endpoint_id, PERFORM_EVENT, data, purpose="perform",
-                                 operation_id=operation_id, now=now, message_id=message_id)
+                                 operation_id=operation_id, now=now, message_id=message_id,
+                                 endpoint_held=endpoint_held)

@@ -20,7 +20,8 @@ import asyncpg
 import msgspec
 from frontdoor_core.errors import Conflict, Invalid, NotFound
 from frontdoor_core.ids import new_id
-from frontdoor_webhooks.messages import supersede_message
+from frontdoor_webhooks.messages import SUPERSEDE_SET, supersede_message
+from frontdoor_webhooks.parking import HOLD_ENDPOINT_SQL
 
 from . import events
 from .kinds import ConfirmTargets, Kind, get_kind, is_kind_name
@@ -418,7 +419,10 @@ async def confirm(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *
             # One statement: the compare-and-set answers the operation as it leaves it, with its
             # revision and the kind's perform endpoint (a kind with operations is never deleted).
             # The perform message's ID is made here and written by the compare-and-set itself,
-            # so the message row inserted next needs no second UPDATE of the operation.
+            # so the message row inserted next needs no second UPDATE of the operation. The
+            # winner also takes the perform endpoint's parking lock (shared) here, after the
+            # operation's row lock as before, and before the message is written by the next
+            # statement (whose snapshot then sees an enable that committed meanwhile: `parking`).
             message_id = new_id("msg")
             won = await conn.fetchrow(
                 "WITH o AS (UPDATE operations SET state = 'in_progress', confirmed_revision = revision,"  # noqa: S608
@@ -426,7 +430,8 @@ async def confirm(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *
                 " perform_message_id = $8, sequence = sequence + 1, updated_at = $5"
                 " WHERE tenant_id = $1 AND id = $2 AND state = 'proposed' AND revision = $3 AND expires_at > $5"
                 " AND (account_id IS NULL OR $7::text IS NULL OR account_id = $7) RETURNING *)"
-                f" SELECT {_OP_COLS}, k.perform_endpoint_id AS kind_perform_endpoint_id FROM o"
+                f" SELECT {_OP_COLS}, k.perform_endpoint_id AS kind_perform_endpoint_id,"
+                f" {HOLD_ENDPOINT_SQL.format(endpoint='k.perform_endpoint_id')} AS endpoint_held FROM o"
                 " JOIN operation_revisions r ON r.operation_id = o.id AND r.revision = o.revision"
                 " JOIN operation_kinds k ON k.tenant_id = o.tenant_id AND k.name = o.kind",
                 tenant_id, operation_id, revision, approved_by, now, via, account, message_id)
@@ -434,10 +439,11 @@ async def confirm(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *
                 return await _must(conn, tenant_id, operation_id), None
             fields = dict(won)
             endpoint_id = fields.pop("kind_perform_endpoint_id")
+            fields.pop("endpoint_held")  # NULL (no lock) only without an endpoint, which the insert refuses
             op = msgspec.convert(fields, Operation)
             data = perform_data(op, simulator=await _simulator_test(conn, tenant_id, op))
             await events.perform(conn, tenant_id, endpoint_id, data, operation_id=op.id, now=now,
-                                 message_id=message_id)
+                                 message_id=message_id, endpoint_held=endpoint_id is not None)
             await events.emit(conn, tenant_id, "operation.confirmed", event_data(op), now=now)
     except asyncpg.UniqueViolationError:
         # Bound to the account, it would duplicate that account's open operation for the same
@@ -468,18 +474,19 @@ async def _finish(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *
             "SELECT 1 FROM webhook_messages AS m WHERE m.tenant_id = $1 AND m.id ="
             " (SELECT o.perform_message_id FROM operations AS o WHERE o.tenant_id = $1 AND o.id = $2) FOR UPDATE OF m",
             tenant_id, operation_id)
-        # The UPDATE answers the operation as it leaves it, with its revision (one statement).
+        # The UPDATE answers the operation as it leaves it, with its revision, and stops its
+        # perform message (locked above) in the same statement, as `_stop_performing` does.
         row = await conn.fetchrow(
             "WITH o AS (UPDATE operations SET state = $3, result = $5, finished_at = $6, sequence = sequence + 1,"  # noqa: S608
-            " updated_at = $6, attention = NULL WHERE tenant_id = $1 AND id = $2 AND state = $4 RETURNING *)"
+            " updated_at = $6, attention = NULL WHERE tenant_id = $1 AND id = $2 AND state = $4 RETURNING *),"
+            f" s AS (UPDATE webhook_messages AS m SET {SUPERSEDE_SET.format(now='$6')} FROM o"
+            " WHERE m.tenant_id = o.tenant_id AND m.id = o.perform_message_id)"
             f" SELECT {_OP_COLS} FROM o JOIN operation_revisions r ON r.operation_id = o.id"
             " AND r.revision = o.revision",
             tenant_id, operation_id, state, from_state, result, now)
         if row is None:
             return None
         op = _op(row)
-        if op.perform_message_id:
-            await _stop_performing(conn, tenant_id, op.perform_message_id, now)
         await events.emit(conn, tenant_id, f"operation.{state}", event_data(op), now=now)
     return op
 

@@ -35,6 +35,7 @@ from .parking import hold_endpoint, in_transaction
 
 __all__ = [
     "NOTIFY_CHANNEL",
+    "SUPERSEDE_SET",
     "Message",
     "MessageState",
     "Purpose",
@@ -121,6 +122,7 @@ async def enqueue_message(
     operation_id: str | None = None,
     now: datetime,
     message_id: str | None = None,
+    endpoint_held: bool = False,
 ) -> str:
     """Write one pending message for one endpoint, due at ``now``, in the caller's transaction.
 
@@ -134,6 +136,9 @@ async def enqueue_message(
         now: The message's time (body ``timestamp`` and first due time).
         message_id: A ``msg_`` ID the caller made with ``new_id("msg")`` and already wrote
             beside its subject in the same transaction (the ledger's confirm); a new one if None.
+        endpoint_held: The caller's transaction already holds the endpoint's parking lock
+            shared, taken by a statement before this one (`parking.HOLD_ENDPOINT_SQL`; the
+            ledger's compare-and-set takes it): not taken again.
 
     Returns:
         The message ID.
@@ -150,7 +155,8 @@ async def enqueue_message(
     message_id = message_id or new_id("msg")
     try:
         async with in_transaction(conn):
-            await hold_endpoint(conn, endpoint_id)  # an endpoint being enabled now unparks this message
+            if not (endpoint_held and conn.is_in_transaction()):
+                await hold_endpoint(conn, endpoint_id)  # an endpoint being enabled now unparks this message
             # A disabled endpoint's message waits parked; one that is not wakes a deliverer at
             # commit: the insert and its notification in one round trip.
             await conn.execute(
@@ -372,11 +378,17 @@ async def supersede_message(conn: asyncpg.Connection, tenant_id: str, message_id
     # One statement: the sub-select locks the row and keeps the state it had (no pruned row, no
     # answer), the UPDATE changes that same locked row.
     was = await conn.fetchval(
-        "UPDATE webhook_messages AS m SET superseded_at = coalesce(m.superseded_at, $3),"
-        " state = CASE WHEN m.state IN ('pending', 'exhausted', 'aborted') THEN 'superseded' ELSE m.state END,"
-        " locked_until = CASE WHEN m.state = 'delivered' THEN m.locked_until END,"
-        " finished_at = CASE WHEN m.state IN ('pending', 'exhausted', 'aborted') THEN $3 ELSE m.finished_at END"
+        "UPDATE webhook_messages AS m SET " + SUPERSEDE_SET.format(now="$3") +  # noqa: S608  (a constant)
         " FROM (SELECT tenant_id, id, state FROM webhook_messages WHERE tenant_id = $1 AND id = $2 FOR UPDATE) AS old"
         " WHERE m.tenant_id = old.tenant_id AND m.id = old.id RETURNING old.state",
         tenant_id, message_id, now)
     return bool(was in ("pending", "exhausted", "aborted"))
+
+
+SUPERSEDE_SET = ("superseded_at = coalesce(m.superseded_at, {now}),"
+                 " state = CASE WHEN m.state IN ('pending', 'exhausted', 'aborted') THEN 'superseded' ELSE m.state END,"
+                 " locked_until = CASE WHEN m.state = 'delivered' THEN m.locked_until END,"
+                 " finished_at = CASE WHEN m.state IN ('pending', 'exhausted', 'aborted') THEN {now}"
+                 " ELSE m.finished_at END")
+"""`supersede_message`'s ``SET`` list for ``UPDATE webhook_messages AS m``, ``{now}`` its time's placeholder:
+for a statement that supersedes a message it already holds locked (the ledger's outcome)."""

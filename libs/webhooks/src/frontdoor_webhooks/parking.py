@@ -26,9 +26,12 @@ from typing import Any
 
 import asyncpg
 
-__all__ = ["hold_endpoint", "in_transaction", "lock_endpoint", "park", "unpark"]
+__all__ = ["HOLD_ENDPOINT_SQL", "hold_endpoint", "in_transaction", "lock_endpoint", "park", "unpark"]
 
 _KEY = "SELECT {fn}(hashtextextended('webhook_endpoint:' || $1::text, 0))"
+HOLD_ENDPOINT_SQL = "pg_advisory_xact_lock_shared(hashtextextended('webhook_endpoint:' || {endpoint}::text, 0))"
+"""`hold_endpoint`'s lock as an expression, ``{endpoint}`` the endpoint ID's SQL: for a statement that takes it
+itself before the message is written by a later one (`messages.enqueue_message`'s ``endpoint_held``)."""
 
 
 def in_transaction(conn: asyncpg.Connection) -> AbstractAsyncContextManager[Any]:
