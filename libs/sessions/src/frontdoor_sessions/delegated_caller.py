@@ -43,7 +43,7 @@ from frontdoor_protocol import (
 )
 from joserfc.jwk import KeySet
 
-from .delegated_sessions import DelegatedState, claim_session_jti, observe_delegated_session
+from .delegated_sessions import DelegatedState, observe_delegated_session, session_jti_claim
 from .new_session_admission import Admission, NewSessionRefused
 from .replay_cache import ReplayCache
 from .signer_cache import IssuerKeys
@@ -202,12 +202,14 @@ class DelegatedCallers:
                     raise _session_error() from None
             session, token = verified.session, verified.token
             # ADR 0004 §3 [Q12]: a Session JWT is used once; a bound token's proof too (RFC 9449 §11.1).
-            fresh = await claim_session_jti(self._replay, tenant_id=tenant_id, client_id=session.client_id,
-                                            jti=session.jti, iat=session.iat, now=epoch)
-            if fresh and verified.proof is not None:
+            # Both claimed in one round trip; a request with either one seen before is refused.
+            claims = [session_jti_claim(tenant_id=tenant_id, client_id=session.client_id, jti=session.jti,
+                                        iat=session.iat, now=epoch)]
+            if verified.proof is not None:
                 proof = verified.proof
-                fresh = await self._replay.claim(self._dpop_namespace, f"{tenant_id}:{proof.jkt}", proof.jti,
-                                                 ttl_s=max(int(proof.accept_until - epoch), 1))
+                claims.append((self._dpop_namespace, f"{tenant_id}:{proof.jkt}", proof.jti,
+                               max(int(proof.accept_until - epoch), 1)))
+            fresh = all(await self._replay.claim_all(claims))
             if not fresh:
                 raise _session_error()
             refused = await self._admission(tenant_id) if self._admission is not None else None

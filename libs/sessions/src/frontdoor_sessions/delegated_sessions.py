@@ -38,6 +38,7 @@ __all__ = [
     "claim_session_jti",
     "live_grant",
     "observe_delegated_session",
+    "session_jti_claim",
 ]
 
 SessionState = Literal["active", "ended", "mismatch"]
@@ -171,6 +172,15 @@ async def live_grant(conn: asyncpg.Connection, tenant_id: str, *, client_id: str
     return None if row is None else LiveGrant(sign_in_id=row["id"], account=row["account_id"], scope=row["scope"])
 
 
+def session_jti_claim(*, tenant_id: str, client_id: str, jti: str, iat: int, now: int, max_age: int = 60,
+                      skew: int = 60) -> tuple[str, str, str, int]:
+    """The ``(namespace, scope, value, ttl_s)`` claim of a Session JWT's ``jti`` (`claim_session_jti`).
+
+    For a caller that claims it with others in one round trip (``ReplayCache.claim_all``).
+    """
+    return SESSION_JTI_NAMESPACE, f"{tenant_id}\x00{client_id}", jti, max(iat + max_age + skew - now, 1)
+
+
 async def claim_session_jti(replay: ReplayCache, *, tenant_id: str, client_id: str, jti: str, iat: int, now: int,
                             max_age: int = 60, skew: int = 60) -> bool:
     """Claim a Session JWT's ``jti`` once per (tenant, ``client_id``) (ADR 0004 §3, [Q12]).
@@ -181,5 +191,6 @@ async def claim_session_jti(replay: ReplayCache, *, tenant_id: str, client_id: s
     Raises:
         Unavailable: Redis cannot answer (fail closed).
     """
-    ttl = max(iat + max_age + skew - now, 1)
-    return await replay.claim(SESSION_JTI_NAMESPACE, f"{tenant_id}\x00{client_id}", jti, ttl_s=ttl)
+    namespace, scope, value, ttl = session_jti_claim(tenant_id=tenant_id, client_id=client_id, jti=jti, iat=iat,
+                                                     now=now, max_age=max_age, skew=skew)
+    return await replay.claim(namespace, scope, value, ttl_s=ttl)
