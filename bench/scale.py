@@ -5,11 +5,13 @@
     python bench/scale.py --quick          # 200 tenants, 20k / 20k / 100k (a smoke run)
     python bench/scale.py --explain        # also print the plan of every hot query on the big data
 
-One stack (bench/_common.Stack: embedded PostgreSQL and Redis, the migrations, the issuer
-under granian with one worker). A probe tenant is signed up and measured alone (the
-baseline); then ``frontdoor_devstack.scale_seed`` writes the other tenants and their history
-into the same database (``INSERT ... SELECT generate_series``, then ANALYZE) and the same
-measurements run again. Printed side by side with the ratio large / baseline (target <= 1.2):
+Two stacks side by side (bench/_common.Stack: each its own embedded PostgreSQL and Redis, the
+migrations, the issuer under granian with one worker), each with the same probe tenant; then
+``frontdoor_devstack.scale_seed`` writes the other tenants and their history into the second
+one (``INSERT ... SELECT generate_series``, then ANALYZE), and the same measurements run on
+both in alternation (``--rounds``, the order swapped each round), so that the machine's other
+load falls on the baseline and the large figures alike. Printed side by side with the ratio
+large / baseline, the median of the rounds' own ratios (target <= 1.2):
 
 - **Session grant**: ``POST {issuer}/oauth/token`` (jwt-bearer, DPoP), as the issuer serves it.
 - **introspection**: ``POST {issuer}/oauth/introspect`` with a resource-server credential.
@@ -62,6 +64,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--requests", type=int, default=300, help="calls per measurement (HTTP paths)")
     p.add_argument("--calls", type=int, default=200, help="calls per measurement (in-process paths)")
     p.add_argument("--concurrency", type=int, default=4, help="HTTP requests in flight")
+    p.add_argument("--rounds", type=int, default=3, help="alternating measurement rounds of each stack")
     p.add_argument("--explain", action="store_true", help="print every hot query's plan on the big data")
     return p.parse_args(argv)
 
@@ -225,14 +228,15 @@ async def measure(probe: Probe, args: argparse.Namespace) -> dict[str, tuple[Sum
 
 
 def report(base: dict[str, tuple[Summary, float | None, int]], large: dict[str, tuple[Summary, float | None, int]],
-           size: dict[str, int]) -> tuple[list[str], bool, int]:
+           size: dict[str, int], ratios: dict[str, float] | None = None) -> tuple[list[str], bool, int]:
+    """Side by side; ``ratios`` (median of per-round ratios) when given, else large p50 / base p50."""
     many = f"{size['tenants']:,} tenants p50"
     lines = [f"{'path':<20} {'1 tenant p50':>13} {'p99':>9}   {many:>18} {'p99':>9}"
              f"   {'ratio p50':>9}  {'issuer CPU/req':>18}"]
     met, errors = True, 0
     for name, (b, b_cpu, b_err) in base.items():
         big, l_cpu, l_err = large[name]
-        ratio = big.p50_ms / b.p50_ms if b.p50_ms else float("inf")
+        ratio = ratios[name] if ratios is not None else big.p50_ms / b.p50_ms if b.p50_ms else float("inf")
         ok = ratio <= TARGET_RATIO
         met &= ok
         errors += b_err + l_err
@@ -270,47 +274,105 @@ async def explain(probe: Probe) -> list[str]:
     return lines
 
 
-async def run(stack: Stack, args: argparse.Namespace) -> int:
+Measured = dict[str, tuple[Summary, float | None, int]]
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def combine(rounds: list[Measured]) -> Measured:
+    """One figure per path from several rounds: the median of each round's p50/p99/CPU, errors summed."""
+    out: Measured = {}
+    for name in rounds[0]:
+        summaries = [r[name][0] for r in rounds]
+        cpus = [c for c in (r[name][1] for r in rounds) if c is not None]
+        out[name] = (Summary(n=sum(x.n for x in summaries), mean_ms=_median([x.mean_ms for x in summaries]),
+                             p50_ms=_median([x.p50_ms for x in summaries]),
+                             p99_ms=_median([x.p99_ms for x in summaries]),
+                             max_ms=max(x.max_ms for x in summaries)),
+                     _median(cpus) if cpus else None, sum(r[name][2] for r in rounds))
+    return out
+
+
+async def run(small: Stack, large: Stack, args: argparse.Namespace) -> int:
+    """The probe tenant of a one-tenant stack and its twin in the seeded stack, measured in alternation.
+
+    Both stacks (each its own PostgreSQL, Redis and issuer) stay up together, so every round
+    measures one, then the other, within the same minutes: what the machine's other load does
+    to the figures it does to both (the baseline is no longer taken before a seed that runs
+    for minutes, at another time of the machine's day). The order alternates per round; each
+    path's figure is the median over the rounds, and the ratio is the median of the rounds'
+    own ratios.
+    """
     from frontdoor_devstack.scale_seed import ScalePlan, seed
 
     size = dict(SIZES["full" if args.full else "quick" if args.quick else "default"])
     size.update({k: getattr(args, k) for k in size if getattr(args, k) is not None})
-    probe = Probe(stack)
-    await probe.setup()
-    print(f"scale  (probe tenant '{probe._tenant.slug}', issuer under granian with 1 worker, "
-          f"{args.requests} HTTP requests x {args.concurrency} in flight, {args.calls} in-process calls; "
-          "figures from a shared machine are noisy: read the ratios)")
-    warm = argparse.Namespace(**{**vars(args), "requests": max(args.requests // 4, 20), "calls": max(args.calls // 4, 10)})
-    await measure(probe, warm)  # discarded: imports, caches and prepared statements warm before the baseline
-    base = await measure(probe, args)
+    base_probe, large_probe = Probe(small), Probe(large)
+    await base_probe.setup()
+    await large_probe.setup()
+    print(f"scale  (probe tenant '{base_probe._tenant.slug}' in a one-tenant stack and in the seeded one, each"
+          f" with its own PostgreSQL, Redis and issuer under granian with 1 worker; {args.rounds} alternating"
+          f" rounds of {args.requests} HTTP requests x {args.concurrency} in flight and {args.calls} in-process"
+          " calls; figures from a shared machine are noisy: read the ratios)")
     print(f"seeding {size['tenants']:,} tenants, {size['sessions']:,} Sessions, {size['operations']:,} operations,"
           f" {size['attempts']:,} delivery attempts ...")
     import asyncpg
 
     started = time.perf_counter()
-    conn = await asyncpg.connect(stack.database_url)
+    conn = await asyncpg.connect(large.database_url)
     try:
-        await seed(conn, ScalePlan(**size), template_tenant_id=probe._tenant.id, kek_value=stack.kek_value)
+        plan = ScalePlan(**size)
+        await seed(conn, plan, template_tenant_id=large_probe._tenant.id, kek_value=large.kek_value)
         db_size = await conn.fetchval("SELECT pg_size_pretty(pg_database_size(current_database()))")
     finally:
         await conn.close()
     print(f"seeded in {time.perf_counter() - started:.0f} s; database {db_size}")
-    large = await measure(probe, args)
-    lines, met, errors = report(base, large, size)
+    conn = await asyncpg.connect(small.database_url)
+    try:
+        # The seed gives the history's months their partitions of webhook_attempts: the
+        # baseline gets the same (the planner's cost grows with partitions, not tenants), and
+        # ANALYZE as the seed ends, so both stacks plan from statistics.
+        from frontdoor_webhooks.attempt_partitions import ensure_partitions
+
+        now = datetime.now(UTC)
+        await ensure_partitions(conn, now - timedelta(days=plan.days + 1), now)
+        await conn.execute("ANALYZE")
+    finally:
+        await conn.close()
+    warm = argparse.Namespace(**{**vars(args), "requests": max(args.requests // 4, 20), "calls": max(args.calls // 4, 10)})
+    for probe in (base_probe, large_probe):  # discarded: imports, caches, prepared statements and buffers warm
+        await measure(probe, warm)
+    base_rounds: list[Measured] = []
+    large_rounds: list[Measured] = []
+    for i in range(args.rounds):
+        order = ((base_probe, base_rounds), (large_probe, large_rounds))
+        for probe, rounds in order if i % 2 == 0 else order[::-1]:
+            rounds.append(await measure(probe, args))
+    ratios = {name: _median([lr[name][0].p50_ms / br[name][0].p50_ms if br[name][0].p50_ms else float("inf")
+                             for br, lr in zip(base_rounds, large_rounds, strict=True)])
+              for name in base_rounds[0]}
+    lines, met, errors = report(combine(base_rounds), combine(large_rounds), size, ratios)
     print("\n".join(lines))
     print(f"target: every ratio <= {TARGET_RATIO} ({'met' if met else 'MISSED'}); errors {errors}")
     if args.explain:
-        print("\n".join(await explain(probe)))
-    await probe.pool.close()
+        print("\n".join(await explain(large_probe)))
+    await base_probe.pool.close()
+    await large_probe.pool.close()
     return 1 if errors else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     install_signal_handlers()
     args = parse_args(argv)
-    with Stack() as stack:  # databases and migrations start outside the event loop (they run their own)
-        stack.start_issuer(workers=1)
-        return asyncio.run(run(stack, args))
+    # Databases and migrations start outside the event loop (they run their own).
+    with Stack() as small, Stack() as large:
+        small.start_issuer(workers=1)
+        large.start_issuer(workers=1)
+        return asyncio.run(run(small, large, args))
 
 
 if __name__ == "__main__":
