@@ -15,7 +15,12 @@ into ``pap_sessions`` and the token's signature (``mint_session_token`` with the
 key), on a bare asyncpg pool and Redis client. It runs sequentially and with the same
 concurrency as the endpoint; the ratio uses the faster of the two.
 
-    python bench/session_grant.py [--requests 3000] [--concurrency 8] [--profile]
+In process (``--in-process``): the issuer's very ASGI app (``frontdoor_issuer.asgi:app``, the
+lean token route) called in this process without an HTTP server, with the same concurrency,
+alternating with the floor loop: this process's CPU per grant against the floor's. What the
+endpoint costs above that is the HTTP server (granian's runtime), not the grant's code.
+
+    python bench/session_grant.py [--requests 3000] [--concurrency 8] [--profile] [--in-process]
 """
 
 from __future__ import annotations
@@ -83,6 +88,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--floor-ops", type=int, default=2000, help="iterations of each floor loop")
     p.add_argument("--profile", action="store_true",
                    help="cProfile the floor and, if py-spy is installed ($PY_SPY or PATH), sample the issuer")
+    p.add_argument("--in-process", action="store_true",
+                   help="also call the issuer's ASGI app in this process (no HTTP server), alternating with the floor")
     p.add_argument("--quick", action="store_true", help="small counts, for a quick look")
     args = p.parse_args(argv)
     if args.quick:
@@ -328,6 +335,94 @@ async def run_floor(stack: Stack, agent: Agent, args: argparse.Namespace) -> dic
     finally:
         await floor.close()
 
+# --------------------------------------------------------------------------- in process
+
+
+async def run_in_process(stack: Stack, agent: Agent, args: argparse.Namespace, rounds: int = 3) -> dict[str, Any]:
+    """This process's CPU per grant through the issuer's ASGI app (no HTTP server) and per floor op.
+
+    Rounds alternate app and floor (``--requests`` each, ``--concurrency`` loops); the minimum
+    of each is kept, the figure least disturbed by other processes.
+    """
+    from urllib.parse import urlsplit
+
+    tenant = stack.tenant
+    assert tenant is not None
+    os.environ.update(stack.issuer_env())  # the issuer's settings are read when its module is imported
+    from frontdoor_issuer.asgi import app
+
+    path = urlsplit(tenant.token_endpoint).path
+    events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    started = asyncio.Event()
+
+    async def life_send(message: dict[str, Any]) -> None:
+        if message["type"] == "lifespan.startup.failed":
+            raise RuntimeError(f"the issuer did not start: {message}")
+        if message["type"] == "lifespan.startup.complete":
+            started.set()
+
+    events.put_nowait({"type": "lifespan.startup"})
+    life = asyncio.create_task(app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, events.get,
+                                   life_send))
+    await asyncio.wait_for(started.wait(), 30)
+
+    async def call(body: bytes, headers: dict[str, str]) -> int:
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+                 "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+                 "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()],
+                 "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8001), "state": {}}
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
+        status = 0
+
+        async def receive() -> dict[str, Any]:
+            return messages.pop() if messages else {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+
+        await app(scope, receive, send)
+        return status
+
+    async def fire(requests: list[tuple[bytes, dict[str, str]]]) -> int:
+        queue = iter(requests)
+        failed = 0
+
+        async def loop() -> None:
+            nonlocal failed
+            for body, headers in queue:
+                failed += await call(body, headers) != 200
+
+        await asyncio.gather(*(loop() for _ in range(args.concurrency)))
+        return failed
+
+    floor = Floor(stack, agent)
+    await floor.open(max(args.concurrency, 1))
+    app_ms: list[float] = []
+    floor_ms: list[float] = []
+    try:
+        if await fire(_sign(agent, tenant.issuer, 100)):
+            raise RuntimeError("the in-process warm-up failed")
+        await floor.run(floor.items(50), 1)
+        n = min(args.requests, args.batch)
+        for _ in range(rounds):
+            prepared = _sign(agent, tenant.issuer, n)
+            c0 = time.process_time()
+            failed = await fire(prepared)
+            app_ms.append(1000 * (time.process_time() - c0) / n)
+            if failed:
+                raise RuntimeError(f"{failed} in-process grants failed")
+            items = floor.items(n)
+            c0 = time.process_time()
+            await floor.run(items, args.concurrency)
+            floor_ms.append(1000 * (time.process_time() - c0) / n)
+    finally:
+        await floor.close()
+        events.put_nowait({"type": "lifespan.shutdown"})
+        await asyncio.wait_for(life, 30)
+    return {"app_ms": app_ms, "floor_ms": floor_ms, "ratio": min(floor_ms) / min(app_ms)}
+
 # --------------------------------------------------------------------------- main
 
 
@@ -358,6 +453,11 @@ def report(result: dict[str, Any]) -> None:
         print(f"  NOTE: other processes kept {f['other_cpus']:.2f} CPUs busy during the floor's window")
     verdict = "meets" if result["ratio"] >= TARGET_RATIO else "BELOW"
     print(f"  ratio    : endpoint / floor = {result['ratio']:.2f}  ({verdict} the target >= {TARGET_RATIO})")
+    if result.get("in_process"):
+        ip = result["in_process"]
+        print(f"  in process (no HTTP server), this process's CPU: app {min(ip['app_ms']):.3f} ms/grant, floor "
+              f"{min(ip['floor_ms']):.3f} ms/op (min of {len(ip['app_ms'])} alternating rounds): ratio "
+              f"{ip['ratio']:.2f}; the issuer under granian: {cpu.get('issuer (granian)', 0.0):.2f} ms/request")
     cpus = os.cpu_count() or 1
     print(f"  anchor   : Keycloak budgets {KEYCLOAK_GRANTS_PER_VCPU} client-credential grants/s per vCPU "
           f"= {KEYCLOAK_GRANTS_PER_VCPU * cpus}/s on {cpus}; endpoint = "
@@ -377,6 +477,7 @@ async def _measure(stack: Stack, args: argparse.Namespace) -> dict[str, Any]:
     spy_out = stack.root / "issuer.pyspy.txt" if args.profile and find_py_spy() else None
     fired, cpu, spy_lines = await run_endpoint(stack, agent, args, spy_out)
     floor = await run_floor(stack, agent, args)
+    in_process = await run_in_process(stack, agent, args) if args.in_process else None
     endpoint_rps = rate(len(fired.latencies), fired.seconds)
     best_floor = max(floor["sequential"], floor["concurrent"])
     return {
@@ -394,6 +495,7 @@ async def _measure(stack: Stack, args: argparse.Namespace) -> dict[str, Any]:
         "ratio": endpoint_rps / best_floor if best_floor else 0.0,
         "floor_profile": floor.pop("profile"),
         "endpoint_profile": spy_lines if args.profile else [],
+        "in_process": in_process,
     }
 
 
