@@ -70,16 +70,16 @@ def statements() -> Iterator[list[str]]:
         yield sent
 
 
-async def test_a_confirm_with_the_fast_path_sends_17_sql_statements(shop: Shop, agent: TestAgent) -> None:
+async def test_a_confirm_with_the_fast_path_sends_16_sql_statements(shop: Shop, agent: TestAgent) -> None:
     """OPS-3-02, OPS-6-02: a confirm that wins, is performed on the fast path and answered with its outcome.
 
-    The 17, in order: the Session and the agent policy (authentication); the operation with
+    The 16, in order: the Session and the agent policy (authentication); the operation with
     its kind's targets; the confirm's transaction (``BEGIN``, the compare-and-set answering
     the operation and taking the endpoint's parking lock, the perform message with its
     notification, the ``operation.confirmed`` subscribers, ``COMMIT``); the claim with the
     endpoint's signing secrets; the settle's transaction (``BEGIN``, the attempt with the
-    message's state, ``SAVEPOINT``, the perform message locked, the outcome superseding the
-    message, the ``operation.*`` subscribers, ``RELEASE``, ``COMMIT``).
+    message's state, ``SAVEPOINT``, the outcome superseding the perform message, whose row
+    lock the settle already holds, the ``operation.*`` subscribers, ``RELEASE``, ``COMMIT``).
     """
     _, tokens, warm = await proposed(shop, agent)
     assert (await shop.confirm(agent, tokens["access_token"], warm)).json()["state"] == "succeeded"
@@ -88,7 +88,7 @@ async def test_a_confirm_with_the_fast_path_sends_17_sql_statements(shop: Shop, 
         r = await shop.confirm(agent, tokens["access_token"], op)
     assert r.status_code == 200 and r.json()["state"] == "succeeded", r.text
     assert not [s for s in sent if s.startswith("prepare: ")], sent  # a warm ledger prepares nothing again
-    assert len(sent) == 17, "\n".join(sent)
+    assert len(sent) == 16, "\n".join(sent)
 
 
 async def test_the_confirm_takes_the_parking_lock_before_its_perform_message_is_written(
@@ -124,3 +124,33 @@ async def test_the_confirm_takes_the_parking_lock_before_its_perform_message_is_
         parked = await conn.fetchval("SELECT parked FROM webhook_messages WHERE tenant_id = $1 AND id = $2",
                                      shop.tenant.id, message_id)
     assert parked is True
+
+
+@pytest.mark.parametrize("held", ["perform", "other"])
+async def test_an_outcome_with_a_held_message_is_recorded_and_stops_the_perform_message(
+        shop: Shop, agent: TestAgent, runtime: Any, clock: ShiftableClock, held: str) -> None:
+    """OPS-6-02: ``record_outcome``'s ``held_message`` (the settle's lock) skips only the locking statement.
+
+    The perform message held: the outcome is one statement. Another message named (not the
+    operation's): the outcome takes the usual path, locking the perform message first. Either
+    way the outcome is final and its perform message superseded in the same transaction.
+    """
+    _, _, op = await proposed(shop, agent)
+    async with runtime.pool.acquire() as conn:
+        _, message_id = await ledger.confirm(conn, shop.tenant.id, op["operation_id"], revision=op["revision"],
+                                             approved_by="user", via="agent", now=clock())
+        assert message_id is not None
+        async with conn.transaction():
+            await conn.execute("SELECT 1 FROM webhook_messages WHERE tenant_id = $1 AND id = $2 FOR UPDATE",
+                               shop.tenant.id, message_id)
+            with statements() as sent:
+                done, changed = await ledger.record_outcome(
+                    conn, shop.tenant.id, op["operation_id"], outcome="succeeded", result={"summary": "Ordered."},
+                    now=clock(), held_message=message_id if held == "perform" else "msg_01M8W0000000000000000000")
+        state, superseded = await conn.fetchrow(
+            "SELECT state, superseded_at IS NOT NULL FROM webhook_messages WHERE tenant_id = $1 AND id = $2",
+            shop.tenant.id, message_id)
+    assert changed and done.state == "succeeded"
+    assert (state, superseded) == ("superseded", True)  # never sent again (it was still pending)
+    locks = [s for s in sent if s.startswith("SELECT 1 FROM webhook_messages AS m")]
+    assert len(locks) == (0 if held == "perform" else 1), sent

@@ -462,28 +462,39 @@ async def _stop_performing(conn: asyncpg.Connection, tenant_id: str, message_id:
     await supersede_message(conn, tenant_id, message_id, now=now)
 
 
+# The UPDATE answers the operation as it leaves it, with its revision, and stops its perform
+# message (locked before it, by the caller or by `_finish`) in the same statement, as
+# `_stop_performing` does. ``$7``: the perform message the caller holds locked, if any.
+_FINISH = (
+    "WITH o AS (UPDATE operations SET state = $3, result = $5, finished_at = $6, sequence = sequence + 1,"  # noqa: S608
+    " updated_at = $6, attention = NULL WHERE tenant_id = $1 AND id = $2 AND state = $4"
+    " AND ($7::text IS NULL OR perform_message_id = $7) RETURNING *),"
+    f" s AS (UPDATE webhook_messages AS m SET {SUPERSEDE_SET.format(now='$6')} FROM o"
+    " WHERE m.tenant_id = o.tenant_id AND m.id = o.perform_message_id)"
+    f" SELECT {_OP_COLS} FROM o JOIN operation_revisions r ON r.operation_id = o.id AND r.revision = o.revision"
+)
+
+
 async def _finish(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *, state: str, from_state: str,
-                  result: dict[str, Any], now: datetime) -> Operation | None:
+                  result: dict[str, Any], now: datetime, held_message: str | None = None) -> Operation | None:
     async with conn.transaction():
-        # Lock order: the perform message, then the operation, as settling the perform's answer
-        # takes them (`perform_message` records the outcome in the settle's transaction), or an
-        # answer and a reported outcome arriving together deadlock. The message ID, set once at
-        # confirm in the transaction that leaves `proposed`, is read without locking the
-        # operation, and its message is locked by the same statement (`lock_message`'s lock).
-        await conn.execute(
-            "SELECT 1 FROM webhook_messages AS m WHERE m.tenant_id = $1 AND m.id ="
-            " (SELECT o.perform_message_id FROM operations AS o WHERE o.tenant_id = $1 AND o.id = $2) FOR UPDATE OF m",
-            tenant_id, operation_id)
-        # The UPDATE answers the operation as it leaves it, with its revision, and stops its
-        # perform message (locked above) in the same statement, as `_stop_performing` does.
-        row = await conn.fetchrow(
-            "WITH o AS (UPDATE operations SET state = $3, result = $5, finished_at = $6, sequence = sequence + 1,"  # noqa: S608
-            " updated_at = $6, attention = NULL WHERE tenant_id = $1 AND id = $2 AND state = $4 RETURNING *),"
-            f" s AS (UPDATE webhook_messages AS m SET {SUPERSEDE_SET.format(now='$6')} FROM o"
-            " WHERE m.tenant_id = o.tenant_id AND m.id = o.perform_message_id)"
-            f" SELECT {_OP_COLS} FROM o JOIN operation_revisions r ON r.operation_id = o.id"
-            " AND r.revision = o.revision",
-            tenant_id, operation_id, state, from_state, result, now)
+        row = None
+        if held_message is not None:
+            # The caller's transaction already holds this message's row lock (the settle of its
+            # perform attempt): the lock order below holds without locking it again, provided it
+            # is the operation's perform message, which the UPDATE checks (else the path below).
+            row = await conn.fetchrow(_FINISH, tenant_id, operation_id, state, from_state, result, now, held_message)
+        if row is None:
+            # Lock order: the perform message, then the operation, as settling the perform's answer
+            # takes them (`perform_message` records the outcome in the settle's transaction), or an
+            # answer and a reported outcome arriving together deadlock. The message ID, set once at
+            # confirm in the transaction that leaves `proposed`, is read without locking the
+            # operation, and its message is locked by the same statement (`lock_message`'s lock).
+            await conn.execute(
+                "SELECT 1 FROM webhook_messages AS m WHERE m.tenant_id = $1 AND m.id = (SELECT o.perform_message_id"
+                " FROM operations AS o WHERE o.tenant_id = $1 AND o.id = $2) FOR UPDATE OF m",
+                tenant_id, operation_id)
+            row = await conn.fetchrow(_FINISH, tenant_id, operation_id, state, from_state, result, now, None)
         if row is None:
             return None
         op = _op(row)
@@ -525,8 +536,12 @@ async def expire_due(conn: asyncpg.Connection, *, now: datetime, limit: int = 50
 
 
 async def record_outcome(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *, outcome: object,
-                         result: object, now: datetime) -> tuple[Operation, bool]:
+                         result: object, now: datetime, held_message: str | None = None) -> tuple[Operation, bool]:
     """The company's outcome: ``in_progress`` → ``succeeded`` | ``failed`` with its result.
+
+    ``held_message``: a message whose row lock the caller's transaction already holds (the
+    settle of a perform attempt, `perform.perform_message`); when it is the operation's perform
+    message, it is not locked again (one statement fewer).
 
     Reporting the outcome an operation already has is accepted (``changed`` is False);
     a different one is ``Conflict("outcome_conflict")``: an outcome, once known, is final.
@@ -542,7 +557,8 @@ async def record_outcome(conn: asyncpg.Connection, tenant_id: str, operation_id:
         raise Invalid("invalid_outcome", str(exc)) from None
     if not is_operation_id(operation_id):
         raise NotFound("operation_not_found", "No such operation.")
-    op = await _finish(conn, tenant_id, operation_id, state=state, from_state="in_progress", result=clean, now=now)
+    op = await _finish(conn, tenant_id, operation_id, state=state, from_state="in_progress", result=clean, now=now,
+                       held_message=held_message)
     if op is not None:
         return op, True
     current = await get_operation(conn, tenant_id, operation_id)

@@ -179,8 +179,10 @@ async def _apply_answer(conn: asyncpg.Connection, report: DeliveryReport, answer
     if answer.kind == "outcome":
         # A real answer: recorded even when a newer claim took the message meanwhile.
         try:
+            # A recorded attempt updated its message in this transaction: its row lock is held.
             op, changed = await ledger.record_outcome(conn, report.tenant_id, report.operation_id,
-                                                      outcome=answer.outcome, result=answer.result, now=clock())
+                                                      outcome=answer.outcome, result=answer.result, now=clock(),
+                                                      held_message=report.message_id if report.recorded else None)
         except (Conflict, NotFound) as exc:
             # The company already reported a different outcome through the API: the first stands.
             _log.warning("operation_outcome_conflict", operation_id=report.operation_id, code=exc.code)
