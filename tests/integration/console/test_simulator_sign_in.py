@@ -402,7 +402,8 @@ async def test_unticked_the_run_proposes_nothing_and_sends_no_perform_webhook(
                                    "signin": "passed", "operation": "informational", "revoke": "passed",
                                    "refused": "passed"}, codes(done.text)
     assert codes(done.text) == ["operation_step_not_chosen"]
-    assert not [q for q in web.requests if q.url.host == "ledger.frontdoor.test"]
+    assert not [q for q in web.requests if q.url.host == "ledger.frontdoor.test"
+                and q.url.path.startswith(f"/{tenant.slug}/")]
     assert receiver.deliveries == []
     assert await db.fetchval("SELECT count(*) FROM operations WHERE tenant_id = $1", tenant.id) == 0
     assert await db.fetchval("SELECT count(*) FROM webhook_messages WHERE tenant_id = $1 AND purpose = 'perform'",
@@ -517,10 +518,169 @@ async def test_a_waiting_run_is_bound_to_its_tenant_and_run(runtime: Runtime) ->
     for tenant_id, run_id in ((tb, r1), (ta, r2)):
         await runtime.redis.set(f"sim:pending:{shard(tenant_id)}:{run_id}", blob, ex=60)
         assert await runs.load(tenant_id, run_id) is None  # moved: does not decrypt
-    assert await runs.lock(ta, r1) and not await runs.lock(ta, r1)
-    await runs.unlock(ta, r1)
-    await runs.drop(ta, r1)
+    token = await runs.lock(ta, r1)
+    assert token and await runs.lock(ta, r1) is None
+    assert await runs.unlock(ta, r1, token) and await runs.lock(ta, r1) is not None
+    assert (await runs.take(ta, r1)) is not None and await runs.take(ta, r1) is None
     assert await runs.load(ta, r1) is None
+
+
+async def test_a_lock_that_expired_is_neither_freed_nor_overwritten_by_its_old_owner(runtime: Runtime) -> None:
+    """The continue lock is its owner's: after it expired and another request took it, the old owner's unlock
+    leaves the new owner's lock, and its save leaves the run as the new owner has it."""
+    from datetime import UTC, datetime
+
+    from frontdoor_console.simulator import PendingRun, PendingRuns, SignInWait
+    from frontdoor_tenancy.credentials import Kek, generate_kek_value
+
+    ta, r1 = unique("ten_a"), unique("sim_a")
+    runs = PendingRuns(runtime.redis, Kek.from_env_value(generate_kek_value()))
+    now = int(datetime.now(UTC).timestamp())
+    wait = SignInWait(user_id="u", session_id="ses_x", session_token="st", dpop_jwk={}, dpop_nonce=None,
+                      interval=5, expires_at=now + 600, next_poll_at=now + 5)
+    run = PendingRun(run_id=r1, tenant_id=ta, member_id="adm", member_email="a@example.com",
+                     started_at=datetime.now(UTC), steps=[], wait=wait)
+    await runs.save(run, now=now)
+    lock_key = f"sim:pending:{shard(ta)}:{r1}:lock"
+    old = await runs.lock(ta, r1)
+    assert old and await runtime.redis.pttl(lock_key) > 0
+    await runtime.redis.delete(lock_key)  # it expired under a slow resume
+    new = await runs.lock(ta, r1)
+    assert new and new != old
+    run.wait.polls = 7
+    assert await runs.save(run, now=now, lock=old) is False  # the old owner's stale save
+    assert (await runs.load(ta, r1)).wait.polls == 0
+    assert await runs.unlock(ta, r1, old) is False
+    assert (await runtime.redis.get(lock_key)).decode() == new and await runs.lock(ta, r1) is None
+    assert await runs.save(run, now=now, lock=new) and (await runs.load(ta, r1)).wait.polls == 7
+    assert await runs.unlock(ta, r1, new) and await runtime.redis.get(lock_key) is None
+
+
+def device_polls(web: MockWeb, t: TenantHandle) -> int:
+    """The device_code grant requests to ``t``'s token endpoint."""
+    return len([q for q in web.requests if q.url.path.endswith(f"/{t.slug}/oauth/token")
+                and b"device_code" in q.content])
+
+
+def page_csrf(page: str) -> str:
+    token = re.search(r'name="_csrf_token" value="([^"]+)"', page)
+    assert token
+    return token.group(1)
+
+
+async def continue_inside(console: AsyncTestClient[Any], run_id: str, csrf_token: str) -> httpx.Response:
+    """Another continue of ``run_id``, sent from inside the console app's own event loop while a request is in
+    flight there (the test client runs the app on a loop of its own and sends one request at a time)."""
+    transport = httpx.ASGITransport(app=console.app)
+    async with httpx.AsyncClient(transport=transport, base_url=str(console.base_url),
+                                 cookies=dict(console.cookies)) as inside:
+        return await inside.post(f"/simulator-runs/{run_id}/continue", data={"_csrf_token": csrf_token})
+
+
+async def test_two_continues_at_once_poll_once(
+    console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], tenant: TenantHandle, dns: LocalDNS, web: MockWeb,
+    clock: ShiftableClock, runtime: Runtime, db: Any,
+) -> None:
+    """While one continue holds the run's lock (its poll in flight), another answers the run in progress and polls
+    nothing; the lock stays the first's until it ends, and the run is recorded once."""
+    from frontdoor_console.http.deps import ctx_of
+
+    key, _ = await ready(console, issuer, tenant, dns, web)
+    started = await run(console, tenant)
+    rid = waiting_run(started.text)
+    await user_signs_in(issuer, tenant, user_code(started.text), key, "acct_test_gus")
+    await sign_in(console, tenant.email)
+    csrf_token = page_csrf((await console.get("/simulator")).text)
+    clock.advance(seconds=6)
+    token_url = httpx.URL(f"{tenant.issuer}/oauth/token")
+    forward = web.handlers[(token_url.host, token_url.path)]
+    lock_key = f"sim:pending:{shard(tenant.id)}:{rid}:lock"
+    during: list[tuple[httpx.Response, Any, Any]] = []
+
+    async def slow_poll(request: httpx.Request) -> httpx.Response:
+        if b"device_code" in request.content and not during:
+            redis = ctx_of(console.app.state).redis  # the app's loop's client
+            held = await redis.get(lock_key)
+            other = await continue_inside(console, rid, csrf_token)  # the page's poll, while this one is in flight
+            during.append((other, held, await redis.get(lock_key)))
+        return await forward(request)
+
+    web.handle(str(token_url), slow_poll)
+    done = await go_on(console, rid)
+    assert statuses(done.text)["refused"] == "passed", codes(done.text)
+    assert len(during) == 1
+    other, held, after = during[0]
+    assert other.status_code == 200, other.text
+    assert waiting_run(other.text) == rid and statuses(other.text)["signin"] == "informational"
+    assert held is not None and after == held  # the other continue neither took nor freed the lock
+    assert device_polls(web, tenant) == 1  # the used device_code was never polled again
+    assert await runtime.redis.get(lock_key) is None
+    assert await db.fetchval("SELECT count(*) FROM simulator_runs WHERE tenant_id = $1", tenant.id) == 1
+
+
+async def test_a_slow_continue_whose_lock_expired_leaves_the_next_owners_lock(
+    console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], tenant: TenantHandle, dns: LocalDNS, web: MockWeb,
+    clock: ShiftableClock, runtime: Runtime,
+) -> None:
+    """The lock expires while the continue's poll is in flight (the issuer still answers pending) and another
+    request takes it: the slow continue neither deletes that lock nor saves the run over the new owner's."""
+    from frontdoor_console.http.deps import ctx_of
+
+    await ready(console, issuer, tenant, dns, web)
+    started = await run(console, tenant)
+    rid = waiting_run(started.text)
+    clock.advance(seconds=6)
+    token_url = httpx.URL(f"{tenant.issuer}/oauth/token")
+    forward = web.handlers[(token_url.host, token_url.path)]
+    lock_key = f"sim:pending:{shard(tenant.id)}:{rid}:lock"
+
+    async def slow_poll(request: httpx.Request) -> httpx.Response:
+        redis = ctx_of(console.app.state).redis  # the app's loop's client
+        await redis.delete(lock_key)  # expired under this slow poll...
+        await redis.set(lock_key, "next-owner", px=30_000)  # ...and taken by the next request
+        return await forward(request)
+
+    web.handle(str(token_url), slow_poll)
+    slow = await go_on(console, rid)
+    assert slow.status_code == 200 and "authorization_pending" in slow.text
+    assert await runtime.redis.get(lock_key) == b"next-owner"
+    assert 0 < await runtime.redis.pttl(lock_key) <= 30_000
+    # Its save was refused: the stored run is as it was before this continue's poll.
+    page = await go_on(console, rid)  # the lock is the next owner's: in progress, nothing polled
+    assert waiting_run(page.text) == rid and "poll(s) so far" not in page.text
+    assert device_polls(web, tenant) == 1
+
+
+async def test_a_continue_that_read_the_run_before_another_finished_it_reads_it_again(
+    console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], tenant: TenantHandle, dns: LocalDNS, web: MockWeb,
+    clock: ShiftableClock, db: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The run is read again once the lock is taken: a continue that read it, then got the lock only after another
+    continue had finished the run, finds it over and never polls the used device_code."""
+    from frontdoor_console.simulator import PendingRuns
+
+    key, _ = await ready(console, issuer, tenant, dns, web)
+    started = await run(console, tenant)
+    rid = waiting_run(started.text)
+    await user_signs_in(issuer, tenant, user_code(started.text), key, "acct_test_hal")
+    await sign_in(console, tenant.email)
+    csrf_token = page_csrf((await console.get("/simulator")).text)
+    clock.advance(seconds=6)
+    lock = PendingRuns.lock
+    first: list[httpx.Response] = []
+
+    async def other_finishes_first(self: PendingRuns, tenant_id: str, run_id: str) -> str | None:
+        if not first:  # this continue has read the run; another one runs it to its end first
+            first.append(httpx.Response(0))
+            first[0] = await continue_inside(console, rid, csrf_token)
+        return await lock(self, tenant_id, run_id)
+
+    monkeypatch.setattr(PendingRuns, "lock", other_finishes_first)
+    late = await go_on(console, rid)
+    assert statuses(first[0].text)["refused"] == "passed", codes(first[0].text)
+    assert late.status_code == 200 and "data-run-finished" in late.text, late.text
+    assert device_polls(web, tenant) == 1
+    assert await db.fetchval("SELECT count(*) FROM simulator_runs WHERE tenant_id = $1", tenant.id) == 1
 
 
 async def offer_direct_sign_in(console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], t: TenantHandle,

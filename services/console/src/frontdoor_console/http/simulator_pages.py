@@ -137,9 +137,23 @@ async def run_simulator(request: Request[Any, Any, Any], console: Console, state
     return await _page(console, state, identity, steps=steps, prompt=_prompt(run, started))
 
 
+async def _finished_or_gone(console: Console, state: State, identity: Any, run_id: str) -> Template:
+    """A run no longer waiting: its history link when it was recorded, else a 404 (expired, or never this tenant's)."""
+    async with ctx_of(state).pool.acquire() as conn:
+        done = await get_run(conn, console.tenant.id, run_id)
+    if done is None:
+        raise NotFound("not_found", "No such simulator run waiting for its sign-in (it may have expired).")
+    return await _page(console, state, identity, run_id=run_id, notice="finished")
+
+
 @post("/simulator-runs/{run_id:str}/continue")
 async def continue_run(run_id: FromPath[str], console: Console, state: State) -> Template:
-    """Poll a waiting run's sign-in once (when due); finish the run once it is over."""
+    """Poll a waiting run's sign-in once (when due); finish the run once it is over.
+
+    Under the run's owner-token lock, the run is read again (what was read before the lock may
+    be stale: another continue may have polled or finished it meanwhile); a continue that finds
+    the lock held answers the run as it is, in progress, and polls nothing.
+    """
     ctx = ctx_of(state)
     console.require("write")
     identity = await _identity(state, console.tenant.id, console.tenant.slug)
@@ -147,47 +161,60 @@ async def continue_run(run_id: FromPath[str], console: Console, state: State) ->
     pending = _pending(state)
     run = await pending.load(console.tenant.id, run_id)
     if run is None:
-        async with ctx.pool.acquire() as conn:
-            done = await get_run(conn, console.tenant.id, run_id)
-        if done is None:
-            raise NotFound("not_found", "No such simulator run waiting for its sign-in (it may have expired).")
-        return await _page(console, state, identity, run_id=run_id, notice="finished")
-    if not await pending.lock(console.tenant.id, run_id):
+        return await _finished_or_gone(console, state, identity, run_id)
+    lock = await pending.lock(console.tenant.id, run_id)
+    if lock is None:
         return await _page(console, state, identity, steps=run.steps, prompt=_prompt(run, ctx.now()))
     try:
+        run = await pending.load(console.tenant.id, run_id)
+        if run is None:
+            return await _finished_or_gone(console, state, identity, run_id)
         now = ctx.now()
         async with ctx.pool.acquire() as conn:
             over = await resume(conn, run, identity, ctx.fetcher, slug=console.tenant.slug,
                                 base_url=ctx.settings.issuer_base_url, ledger_base_url=ctx.settings.ledger_base_url,
                                 now=now)
         if not over:
-            await pending.save(run, now=int(now.timestamp()))
+            await pending.save(run, now=int(now.timestamp()), lock=lock)  # not once the lock is another's
             return await _page(console, state, identity, steps=run.steps, prompt=_prompt(run, now))
+        if await pending.take(console.tenant.id, run_id) is None:
+            return await _finished_or_gone(console, state, identity, run_id)  # another request ended it
         await _finish(console, state, run)
-        await pending.drop(console.tenant.id, run_id)
     finally:
-        await pending.unlock(console.tenant.id, run_id)
+        await pending.unlock(console.tenant.id, run_id, lock)
     return await _page(console, state, identity, steps=run.steps, run_id=run_id)
 
 
 @get("/simulator/{slug:str}/callback")
 async def direct_callback(slug: FromPath[str], request: Request[Any, Any, Any], console: Console,
                           state: State) -> Template:
-    """Direct Sign-In's return (the simulator's ``redirect_uri``): ``state`` names the run; the code is redeemed once."""
+    """Direct Sign-In's return (the simulator's ``redirect_uri``): ``state`` names the run; the code is redeemed once.
+
+    The run is taken out of Redis whole (GETDEL) before the code is redeemed, and ``state``
+    checked against what was taken: of two returns at once, one redeems, the other is a 404.
+    """
     ctx = ctx_of(state)
     console.require("write")
     params = {k: request.query_params[k][:4096] for k in ("code", "state", "iss", "error")
               if k in request.query_params}
     run_id = params.get("state", "").split("~", 1)[0][:64]
     pending = _pending(state)
+
+    def matches(found: PendingRun | None) -> bool:
+        direct = found.wait.direct if found is not None else None
+        return direct is not None and hmac.compare_digest(direct.state, params.get("state", ""))
+
+    # Read first, so a forged state takes nothing and the run still waits for its own.
     run = await pending.load(console.tenant.id, run_id) if slug == console.tenant.slug and run_id else None
-    direct = run.wait.direct if run is not None else None
-    if run is None or direct is None or not hmac.compare_digest(direct.state, params.get("state", "")):
+    if run is None or not matches(run):
         raise NotFound("not_found", "No simulator run is waiting for this sign-in (it may have finished or expired).")
-    if not await pending.lock(console.tenant.id, run_id):
+    lock = await pending.lock(console.tenant.id, run_id)
+    if lock is None:
         raise NotFound("not_found", "This sign-in is being finished already.")
     try:
-        await pending.drop(console.tenant.id, run_id)  # the code is redeemed once, whatever comes of it
+        run = await pending.take(console.tenant.id, run_id)  # the code is redeemed once, whatever comes of it
+        if run is None or not matches(run):
+            raise NotFound("not_found", "This sign-in is being finished already.")
         identity = await _identity(state, console.tenant.id, console.tenant.slug)
         async with ctx.pool.acquire() as conn:
             await redeem(conn, run, identity, ctx.fetcher, slug=console.tenant.slug,
@@ -195,7 +222,7 @@ async def direct_callback(slug: FromPath[str], request: Request[Any, Any, Any], 
                          now=ctx.now(), params=params)
         await _finish(console, state, run)
     finally:
-        await pending.unlock(console.tenant.id, run_id)
+        await pending.unlock(console.tenant.id, run_id, lock)
     return await _page(console, state, identity, steps=run.steps, run_id=run_id)
 
 

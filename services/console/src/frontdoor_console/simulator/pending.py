@@ -9,11 +9,17 @@ page carries only the run's ID, and the state is one Redis value per run,
 associated data (a value moved to another tenant's or run's key does not decrypt), expiring
 with the device code (``expires_in``; a Direct Sign-In waits 10 minutes; at most `MAX_WAIT_S`). A continue takes a short lock
 per run (`PendingRuns.lock`), so a button press and the page's own poll never poll the
-token endpoint twice at once.
+token endpoint twice at once. The lock is its owner's: a random token, set only if absent,
+released (`PendingRuns.unlock`) and the run saved back (`PendingRuns.save` with the token) only
+while it still holds that token, by a compare-and-delete (and compare-and-set) script over the
+run's key and its lock's, both under the tenant's hash tag so they share a Redis Cluster slot.
+So a resume slower than the lock's life neither frees nor overwrites the next owner's. Where
+the run ends it is taken out whole (`PendingRuns.take`, GETDEL): one request finishes it.
 """
 
 from __future__ import annotations
 
+import secrets
 from datetime import datetime
 from typing import Any, Final
 
@@ -30,6 +36,19 @@ MAX_WAIT_S: Final = 900
 """The longest a run waits for its sign-in, whatever the device code's ``expires_in``."""
 _PURPOSE: Final = "simulator_pending_run"
 _LOCK_MS: Final = 30_000
+
+_UNLOCK: Final = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+"""Delete the lock KEYS[1] only while it holds its owner's token ARGV[1]."""
+
+_SAVE_LOCKED: Final = """
+if redis.call('GET', KEYS[2]) ~= ARGV[3] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+return 1
+"""
+"""Set the run KEYS[1] to ARGV[1] (ARGV[2] seconds) only while its lock KEYS[2] holds the token ARGV[3]."""
 
 
 class SignInWait(msgspec.Struct, kw_only=True):
@@ -68,6 +87,10 @@ def _key(tenant_id: str, run_id: str) -> str:
     return f"sim:pending:{shard(tenant_id)}:{run_id}"
 
 
+def _lock_key(tenant_id: str, run_id: str) -> str:
+    return _key(tenant_id, run_id) + ":lock"  # the run's hash tag: one Cluster slot with the run
+
+
 class PendingRuns:
     """The tenant's waiting runs in Redis, encrypted under the KEK."""
 
@@ -75,15 +98,21 @@ class PendingRuns:
         self.redis = redis
         self.kek = kek
 
-    async def save(self, run: PendingRun, *, now: int) -> None:
-        """Keep ``run`` until its device code expires (never past `MAX_WAIT_S`)."""
+    async def save(self, run: PendingRun, *, now: int, lock: str | None = None) -> bool:
+        """Keep ``run`` until its device code expires (never past `MAX_WAIT_S`).
+
+        ``lock``: the token of the continue lock the caller holds; the run is saved only while
+        the lock still holds it (False otherwise: it expired and may be another request's).
+        """
         ttl = max(1, min(run.wait.expires_at - now, MAX_WAIT_S))
         blob = self.kek.encrypt(msgspec.json.encode(run), aad=row_aad(_PURPOSE, run.tenant_id, run.run_id))
-        await self.redis.set(_key(run.tenant_id, run.run_id), blob, ex=ttl)
+        if lock is None:
+            await self.redis.set(_key(run.tenant_id, run.run_id), blob, ex=ttl)
+            return True
+        keys = [_key(run.tenant_id, run.run_id), _lock_key(run.tenant_id, run.run_id)]
+        return bool(await self.redis.eval(_SAVE_LOCKED, 2, *keys, blob, ttl, lock))
 
-    async def load(self, tenant_id: str, run_id: str) -> PendingRun | None:
-        """The tenant's waiting run ``run_id``, or None (expired, finished or another tenant's)."""
-        blob = await self.redis.get(_key(tenant_id, run_id))
+    def _decode(self, blob: Any, tenant_id: str, run_id: str) -> PendingRun | None:
         if blob is None:
             return None
         try:
@@ -93,16 +122,23 @@ class PendingRuns:
         run = msgspec.json.decode(raw, type=PendingRun)
         return run if run.tenant_id == tenant_id and run.run_id == run_id else None
 
-    async def drop(self, tenant_id: str, run_id: str) -> None:
-        """Forget a run (it finished)."""
-        await self.redis.delete(_key(tenant_id, run_id))
+    async def load(self, tenant_id: str, run_id: str) -> PendingRun | None:
+        """The tenant's waiting run ``run_id``, or None (expired, finished or another tenant's)."""
+        return self._decode(await self.redis.get(_key(tenant_id, run_id)), tenant_id, run_id)
 
-    async def lock(self, tenant_id: str, run_id: str) -> bool:
-        """Take the run's continue lock (30 s at most); False when another request holds it."""
-        return bool(await self.redis.set(_key(tenant_id, run_id) + ":lock", "1", nx=True, px=_LOCK_MS))
+    async def take(self, tenant_id: str, run_id: str) -> PendingRun | None:
+        """Take the waiting run out of Redis (GETDEL): of requests ending it at once, one gets it, the others None."""
+        return self._decode(await self.redis.getdel(_key(tenant_id, run_id)), tenant_id, run_id)
 
-    async def unlock(self, tenant_id: str, run_id: str) -> None:
-        await self.redis.delete(_key(tenant_id, run_id) + ":lock")
+    async def lock(self, tenant_id: str, run_id: str) -> str | None:
+        """Take the run's continue lock (30 s at most): its owner's token, or None when another request holds it."""
+        token = secrets.token_urlsafe(16)
+        taken = await self.redis.set(_lock_key(tenant_id, run_id), token, nx=True, px=_LOCK_MS)
+        return token if taken else None
+
+    async def unlock(self, tenant_id: str, run_id: str, token: str) -> bool:
+        """Release the lock ``token`` took; a lock that expired and was taken by another request is left alone."""
+        return bool(await self.redis.eval(_UNLOCK, 1, _lock_key(tenant_id, run_id), token))
 
 
 def expired(wait: SignInWait, now: datetime) -> bool:
