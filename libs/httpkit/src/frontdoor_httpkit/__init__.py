@@ -3,7 +3,7 @@
 from .client_address import client_address, client_address_from, network_key
 from .health import health_routes
 from .json_body import BadBody, read_json
-from .json_guard import make_json_guard
+from .json_guard import has_nul, make_json_guard, url_has_nul
 from .metrics import Observer, lean_route_observer, metrics_lifespan, request_metrics_middleware
 from .openapi_document import (
     DocumentPlugin,
@@ -35,6 +35,7 @@ __all__ = [
     "current_request_id",
     "described",
     "error_responses",
+    "has_nul",
     "health_routes",
     "make_json_guard",
     "lean_route_observer",
@@ -50,4 +51,5 @@ __all__ = [
     "request_metrics_middleware",
     "route_span_details",
     "shutdown_notice",
+    "url_has_nul",
 ]

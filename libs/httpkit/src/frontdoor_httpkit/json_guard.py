@@ -17,7 +17,7 @@ from litestar import Request
 
 from .json_body import BadBody
 
-__all__ = ["make_json_guard"]
+__all__ = ["has_nul", "make_json_guard", "url_has_nul"]
 
 
 def make_json_guard(prefixes: tuple[str, ...]) -> Any:
@@ -26,8 +26,7 @@ def make_json_guard(prefixes: tuple[str, ...]) -> Any:
     async def guard(request: Request[Any, Any, Any]) -> None:
         if not request.url.path.startswith(prefixes):
             return
-        query = request.scope.get("query_string", b"")
-        if "\x00" in request.url.path or b"%00" in query or b"\x00" in query:
+        if url_has_nul(request):
             raise BadBody("invalid_request", "The URL must not contain NUL characters.")
         if request.method not in ("POST", "PUT", "PATCH"):
             return
@@ -44,7 +43,7 @@ def make_json_guard(prefixes: tuple[str, ...]) -> Any:
             raise BadBody("malformed_json", f"The body is not valid JSON ({text}).") from None
         if not isinstance(data, dict):
             raise BadBody("invalid_body", "The body must be a JSON object.", kind="invalid")
-        if _has_nul(data):
+        if has_nul(data):
             raise BadBody("invalid_body", "Strings must not contain NUL characters.", kind="invalid")
         target = _body_type(request)
         if target is not None:
@@ -59,13 +58,20 @@ def make_json_guard(prefixes: tuple[str, ...]) -> Any:
     return guard
 
 
-def _has_nul(value: Any) -> bool:
+def url_has_nul(request: Request[Any, Any, Any]) -> bool:
+    """Whether the request's path or query carries a NUL character (PostgreSQL's text cannot store one)."""
+    query = request.scope.get("query_string", b"")
+    return "\x00" in request.url.path or b"%00" in query or b"\x00" in query
+
+
+def has_nul(value: Any) -> bool:
+    """Whether a NUL character is anywhere in a decoded JSON value, keys included (jsonb and text refuse one)."""
     if isinstance(value, str):
         return "\x00" in value
     if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+        return any(has_nul(k) or has_nul(v) for k, v in value.items())
     if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
+        return any(has_nul(v) for v in value)
     return False
 
 

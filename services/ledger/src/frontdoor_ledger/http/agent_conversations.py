@@ -43,7 +43,7 @@ from frontdoor_conversations import (
 )
 from frontdoor_conversations.rules import IDENTIFIER, check_owner
 from frontdoor_core.redis_keys import shard
-from frontdoor_httpkit import client_address, shutdown_notice
+from frontdoor_httpkit import client_address, has_nul, shutdown_notice, url_has_nul
 from frontdoor_operations.rules import CallerView
 from frontdoor_protocol import ErrorCode, MalformedJSON, ProtocolError, loads_object
 from litestar import Request, Response, get, post
@@ -81,6 +81,9 @@ async def _caller(ctx: LedgerContext, hub: ConversationsHub, slug: str,
                                headers=_NO_STORE))
     view = await authenticate(ctx, tenant, request)
     await _limit(ctx, f"ledger:cnv-ses:{tenant.tenant_id}:{view.session_id}", REQUESTS_PER_SESSION_PER_MINUTE)
+    if url_has_nul(request):  # PostgreSQL's text cannot store a NUL: refused before any query names it
+        raise Refused(refusal(ProtocolError(ErrorCode.INVALID_REQUEST, "The URL must not contain NUL characters."),
+                              caller=view))
     caller = Caller(client_id=view.client_id, user_id=view.user_id, session_id=view.session_id,
                     account=view.account, scopes=view.scopes)
     return tenant, view, caller
@@ -93,10 +96,14 @@ def _refused(exc: ConversationRefused, view: CallerView) -> Response[Any]:
 
 async def _body(request: Request[Any, Any, Any], view: CallerView) -> dict[str, Any]:
     try:
-        return loads_object(await request.body())
+        body = loads_object(await request.body())
     except MalformedJSON:
         raise Refused(refusal(ProtocolError(ErrorCode.INVALID_REQUEST, "The body must be a JSON object."),
                               caller=view)) from None
+    if has_nul(body):  # text, data, context, IDs: jsonb and text cannot store a NUL, so nothing is written
+        raise Refused(refusal(ProtocolError(ErrorCode.INVALID_REQUEST, "Strings must not contain NUL characters."),
+                              caller=view))
+    return body
 
 
 def _message(body: dict[str, Any], view: CallerView) -> Any:
