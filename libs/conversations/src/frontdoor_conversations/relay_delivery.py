@@ -32,7 +32,15 @@ import redis.asyncio as aioredis
 from frontdoor_core.clock import Clock
 from frontdoor_core.logging import get_logger
 from frontdoor_tenancy.credentials import Kek
-from frontdoor_webhooks.delivery import ClaimedMessage, DeliveryReport, SecretSource, Throttle, deliver
+from frontdoor_webhooks.delivery import (
+    ClaimedMessage,
+    DeliveryReport,
+    SecretSource,
+    SettleHook,
+    Throttle,
+    deliver,
+    settle_unsent,
+)
 from frontdoor_webhooks.delivery_policy import DeliveryPolicy
 from frontdoor_webhooks.sender import Sender, SenderResponse
 
@@ -42,9 +50,13 @@ from .relay_endpoints import queue_stranded_relays
 from .store import ConversationRefused
 from .wakeups import publish_changed, publish_delta
 
-__all__ = ["relay_accepts", "relay_message"]
+__all__ = ["MAX_RELAY_CLAIMS", "relay_accepts", "relay_message"]
 
 _log = get_logger("frontdoor.conversations")
+
+MAX_RELAY_CLAIMS = 5
+"""Claims of one relay that never settled (each lease's end claims it again) before the next claim
+gives up on it: settled as failed, not sent, the conversation queued for a person."""
 
 Changed = Callable[[str, str], Awaitable[None]]
 """Called with ``(tenant_id, conversation_id)`` once new events are committed (wakes readers)."""
@@ -111,6 +123,22 @@ async def _record(conn: asyncpg.Connection, tenant_id: str, subject: _Subject, a
     return bool(answer.messages or answer.company_events or answer.handoff)
 
 
+async def _give_up(pool: asyncpg.Pool, claimed: ClaimedMessage, *, policy: DeliveryPolicy, clock: Clock,
+                   on_settle: SettleHook, changed: list[str]) -> DeliveryReport:
+    """A relay claimed more than `MAX_RELAY_CLAIMS` times without a settle that committed: settled as
+    failed without sending it, so its failure branch (never the answer's) queues the conversation
+    for a person; should even that fail, the relay is settled alone (the conversation stays as it is)."""
+    _log.error("conversation_relay_given_up", message_id=claimed.id, endpoint_id=claimed.endpoint_id,
+               attempt=claimed.attempt)
+    reason = f"not settled after {MAX_RELAY_CLAIMS} claims"
+    try:
+        return await settle_unsent(pool, claimed, policy=policy, clock=clock, reason=reason, on_settle=on_settle)
+    except Exception as exc:
+        _log.error("conversation_relay_not_queued", message_id=claimed.id, error=type(exc).__name__)
+        changed.clear()  # rolled back
+        return await settle_unsent(pool, claimed, policy=policy, clock=clock, reason=reason)
+
+
 async def relay_message(pool: asyncpg.Pool, redis: aioredis.Redis | None, claimed: ClaimedMessage, *,
                         sender: Sender, kek: Kek, clock: Clock, policy: DeliveryPolicy,
                         throttle: Throttle | None = None, secrets: SecretSource | None = None,
@@ -154,9 +182,19 @@ async def relay_message(pool: asyncpg.Pool, redis: aioredis.Redis | None, claime
         if report.endpoint_disabled:  # this attempt disabled the endpoint: its other waiting relays cannot be sent
             changed.extend(await queue_stranded_relays(conn, report.tenant_id, report.endpoint_id, now=now))
 
-    report = await deliver(pool, claimed.id, sender=sender, kek=kek, clock=clock, policy=relay_policy(policy),
-                           tenant_id=claimed.tenant_id, accept=relay_accepts, throttle=throttle,
-                           on_settle=consequence, claimed=claimed, secrets=secrets)
+    report: DeliveryReport | None
+    if claimed.attempt > MAX_RELAY_CLAIMS:
+        report = await _give_up(pool, claimed, policy=relay_policy(policy), clock=clock, on_settle=consequence,
+                                changed=changed)
+    else:
+        try:
+            report = await deliver(pool, claimed.id, sender=sender, kek=kek, clock=clock, policy=relay_policy(policy),
+                                   tenant_id=claimed.tenant_id, accept=relay_accepts, throttle=throttle,
+                                   on_settle=consequence, claimed=claimed, secrets=secrets)
+        except Exception as exc:  # not settled: claimed again after the lease, up to MAX_RELAY_CLAIMS
+            _log.error("conversation_relay_not_settled", conversation_id=subject.conversation_id,
+                       message_id=claimed.id, attempt=claimed.attempt, error=type(exc).__name__)
+            raise
     if redis is not None:
         for delta in deltas:  # PAP-7.6-01: display only; never in the event log
             try:

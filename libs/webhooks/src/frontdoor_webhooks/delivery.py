@@ -46,7 +46,7 @@ from .sender import RESPONSE_LIMIT, Sender, SenderResponse, SendError
 from .signing import webhook_headers
 
 __all__ = ["ClaimedMessage", "DeliveredRecorder", "DeliveryReport", "SecretSource", "SettleHook", "Throttle", "claim",
-           "deliver", "due_messages"]
+           "deliver", "due_messages", "settle_unsent"]
 
 _log = get_logger("frontdoor.webhooks")
 _tracer = trace.get_tracer("frontdoor.webhooks")
@@ -434,6 +434,22 @@ async def _settle_internal(pool: asyncpg.Pool, claimed: ClaimedMessage, policy: 
     return await _settle(pool, claimed, policy, clock, started_at=started_at, duration_ms=0, response=None,
                          error_class=ErrorClass.INTERNAL.value, excerpt=_internal_detail(exc), headers={},
                          on_settle=on_settle)
+
+
+async def settle_unsent(pool: asyncpg.Pool, claimed: ClaimedMessage, *, policy: DeliveryPolicy, clock: Clock,
+                        reason: str, on_settle: SettleHook | None = None) -> DeliveryReport:
+    """Settle a claimed attempt as failed (``internal``) without sending it, as `deliver` settles one.
+
+    For a caller that gives up on a message before sending it (a relay claimed again and
+    again whose settle never committed): the attempt row names ``reason`` (no secret, no
+    exception text), the message is retried on ``policy``'s schedule or exhausted.
+    """
+    now = clock()
+    report = await _settle(pool, claimed, policy, clock, started_at=now, duration_ms=0, response=None,
+                           error_class=ErrorClass.INTERNAL.value, excerpt=f"{reason}; nothing was sent", headers={},
+                           on_settle=on_settle)
+    DELIVERIES.labels(claimed.purpose, report.state, report.error_class or "none").inc()
+    return report
 
 
 def _verdict(claimed: ClaimedMessage, policy: DeliveryPolicy, ended: datetime, response: SenderResponse | None,
