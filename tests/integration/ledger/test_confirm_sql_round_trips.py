@@ -70,16 +70,17 @@ def statements() -> Iterator[list[str]]:
         yield sent
 
 
-async def test_a_confirm_with_the_fast_path_sends_16_sql_statements(shop: Shop, agent: TestAgent) -> None:
+async def test_a_confirm_with_the_fast_path_sends_14_sql_statements(shop: Shop, agent: TestAgent) -> None:
     """OPS-3-02, OPS-6-02: a confirm that wins, is performed on the fast path and answered with its outcome.
 
-    The 16, in order: the Session and the agent policy (authentication); the operation with
+    The 14, in order: the Session and the agent policy (authentication); the operation with
     its kind's targets; the confirm's transaction (``BEGIN``, the compare-and-set answering
-    the operation and taking the endpoint's parking lock, the perform message with its
-    notification, the ``operation.confirmed`` subscribers, ``COMMIT``); the claim with the
+    the operation, taking the endpoint's parking lock and reading the ``operation.confirmed``
+    subscribers, the perform message with its notification, ``COMMIT``); the claim with the
     endpoint's signing secrets; the settle's transaction (``BEGIN``, the attempt with the
     message's state, ``SAVEPOINT``, the outcome superseding the perform message, whose row
-    lock the settle already holds, the ``operation.*`` subscribers, ``RELEASE``, ``COMMIT``).
+    lock the settle already holds, and reading the ``operation.*`` subscribers, ``RELEASE``,
+    ``COMMIT``).
     """
     _, tokens, warm = await proposed(shop, agent)
     assert (await shop.confirm(agent, tokens["access_token"], warm)).json()["state"] == "succeeded"
@@ -88,7 +89,7 @@ async def test_a_confirm_with_the_fast_path_sends_16_sql_statements(shop: Shop, 
         r = await shop.confirm(agent, tokens["access_token"], op)
     assert r.status_code == 200 and r.json()["state"] == "succeeded", r.text
     assert not [s for s in sent if s.startswith("prepare: ")], sent  # a warm ledger prepares nothing again
-    assert len(sent) == 16, "\n".join(sent)
+    assert len(sent) == 14, "\n".join(sent)
 
 
 async def test_the_confirm_takes_the_parking_lock_before_its_perform_message_is_written(
@@ -154,3 +155,23 @@ async def test_an_outcome_with_a_held_message_is_recorded_and_stops_the_perform_
     assert (state, superseded) == ("superseded", True)  # never sent again (it was still pending)
     locks = [s for s in sent if s.startswith("SELECT 1 FROM webhook_messages AS m")]
     assert len(locks) == (0 if held == "perform" else 1), sent
+
+
+async def test_the_confirm_and_its_outcome_still_write_their_events_to_subscribers(
+        shop: Shop, agent: TestAgent, runtime: Any) -> None:
+    """The ``operation.confirmed`` and ``operation.succeeded`` subscribers, read by the transitions' own
+    statements, each get their event in that transaction (one message per subscribed endpoint)."""
+    async with runtime.pool.acquire() as conn:
+        await conn.execute("UPDATE webhook_endpoints SET event_types = event_types || $3::text[]"
+                           " WHERE tenant_id = $1 AND id = $2", shop.tenant.id, shop.endpoint_id,
+                           ["operation.confirmed", "operation.succeeded"])
+    _, tokens, op = await proposed(shop, agent)
+    r = await shop.confirm(agent, tokens["access_token"], op)
+    assert r.status_code == 200 and r.json()["state"] == "succeeded", r.text
+    async with runtime.pool.acquire() as conn:
+        rows = await conn.fetch(
+            "SELECT event_type, endpoint_id FROM webhook_messages WHERE tenant_id = $1 AND purpose = 'event'"
+            " AND body::jsonb -> 'data' -> 'operation' ->> 'operation_id' = $2 ORDER BY event_type",
+            shop.tenant.id, op["operation_id"])
+    assert [(row["event_type"], row["endpoint_id"]) for row in rows] == [
+        ("operation.confirmed", shop.endpoint_id), ("operation.succeeded", shop.endpoint_id)]

@@ -18,9 +18,12 @@ PERFORM_EVENT = "operation.perform"
 
 
 async def emit(conn: asyncpg.Connection, tenant_id: str, event_type: str, data: dict[str, Any], *,
-               now: datetime) -> list[str]:
-    """Queue ``event_type`` for every endpoint of the tenant subscribed to it."""
-    return await enqueue_event(conn, tenant_id, event_type, data, now)
+               now: datetime, subscribers: list[str] | None = None) -> list[str]:
+    """Queue ``event_type`` for every endpoint of the tenant subscribed to it.
+
+    ``subscribers``: those endpoints, when the transition's own statement read them (`enqueue_event`).
+    """
+    return await enqueue_event(conn, tenant_id, event_type, data, now, subscribers=subscribers)
 
 
 async def perform(conn: asyncpg.Connection, tenant_id: str, endpoint_id: str, data: dict[str, Any], *,

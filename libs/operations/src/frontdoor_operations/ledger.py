@@ -20,7 +20,7 @@ import asyncpg
 import msgspec
 from frontdoor_core.errors import Conflict, Invalid, NotFound
 from frontdoor_core.ids import new_id
-from frontdoor_webhooks.messages import SUPERSEDE_SET, supersede_message
+from frontdoor_webhooks.messages import SUBSCRIBERS_SQL, SUPERSEDE_SET, supersede_message
 from frontdoor_webhooks.parking import HOLD_ENDPOINT_SQL
 
 from . import events
@@ -130,6 +130,7 @@ class ListFilters(msgspec.Struct, frozen=True, kw_only=True):
     attention: bool | None = None
 
 
+_CONFIRMED_EVENT: Final = "'operation.confirmed'"  # as SQL, for the compare-and-set's subscribers
 _OP_COLS: Final = (
     "o.id, o.tenant_id, o.kind, o.client_id, o.user_id, o.account_id, o.session_id, o.state, o.revision,"
     " o.action_key, o.scopes, o.input, o.url, o.expires_at, o.confirmed_revision, o.approved_by, o.confirmed_at,"
@@ -431,7 +432,8 @@ async def confirm(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *
                 " WHERE tenant_id = $1 AND id = $2 AND state = 'proposed' AND revision = $3 AND expires_at > $5"
                 " AND (account_id IS NULL OR $7::text IS NULL OR account_id = $7) RETURNING *)"
                 f" SELECT {_OP_COLS}, k.perform_endpoint_id AS kind_perform_endpoint_id,"
-                f" {HOLD_ENDPOINT_SQL.format(endpoint='k.perform_endpoint_id')} AS endpoint_held FROM o"
+                f" {HOLD_ENDPOINT_SQL.format(endpoint='k.perform_endpoint_id')} AS endpoint_held,"
+                f" {SUBSCRIBERS_SQL.format(tenant='o.tenant_id', event=_CONFIRMED_EVENT)} AS subscribers FROM o"
                 " JOIN operation_revisions r ON r.operation_id = o.id AND r.revision = o.revision"
                 " JOIN operation_kinds k ON k.tenant_id = o.tenant_id AND k.name = o.kind",
                 tenant_id, operation_id, revision, approved_by, now, via, account, message_id)
@@ -440,11 +442,13 @@ async def confirm(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *
             fields = dict(won)
             endpoint_id = fields.pop("kind_perform_endpoint_id")
             fields.pop("endpoint_held")  # NULL (no lock) only without an endpoint, which the insert refuses
+            subscribers = fields.pop("subscribers")  # of operation.confirmed, read by the same statement
             op = msgspec.convert(fields, Operation)
             data = perform_data(op, simulator=await _simulator_test(conn, tenant_id, op))
             await events.perform(conn, tenant_id, endpoint_id, data, operation_id=op.id, now=now,
                                  message_id=message_id, endpoint_held=endpoint_id is not None)
-            await events.emit(conn, tenant_id, "operation.confirmed", event_data(op), now=now)
+            await events.emit(conn, tenant_id, "operation.confirmed", event_data(op), now=now,
+                              subscribers=subscribers)
     except asyncpg.UniqueViolationError:
         # Bound to the account, it would duplicate that account's open operation for the same
         # action: not confirmed; the agent is answered the operation as it is.
@@ -465,13 +469,15 @@ async def _stop_performing(conn: asyncpg.Connection, tenant_id: str, message_id:
 # The UPDATE answers the operation as it leaves it, with its revision, and stops its perform
 # message (locked before it, by the caller or by `_finish`) in the same statement, as
 # `_stop_performing` does. ``$7``: the perform message the caller holds locked, if any.
+_STATE_EVENT = "'operation.' || o.state"  # the event type of the state an UPDATE's row ``o`` left
 _FINISH = (
     "WITH o AS (UPDATE operations SET state = $3, result = $5, finished_at = $6, sequence = sequence + 1,"  # noqa: S608
     " updated_at = $6, attention = NULL WHERE tenant_id = $1 AND id = $2 AND state = $4"
     " AND ($7::text IS NULL OR perform_message_id = $7) RETURNING *),"
     f" s AS (UPDATE webhook_messages AS m SET {SUPERSEDE_SET.format(now='$6')} FROM o"
     " WHERE m.tenant_id = o.tenant_id AND m.id = o.perform_message_id)"
-    f" SELECT {_OP_COLS} FROM o JOIN operation_revisions r ON r.operation_id = o.id AND r.revision = o.revision"
+    f" SELECT {_OP_COLS}, {SUBSCRIBERS_SQL.format(tenant='o.tenant_id', event=_STATE_EVENT)}"
+    " AS subscribers FROM o JOIN operation_revisions r ON r.operation_id = o.id AND r.revision = o.revision"
 )
 
 
@@ -497,8 +503,10 @@ async def _finish(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *
             row = await conn.fetchrow(_FINISH, tenant_id, operation_id, state, from_state, result, now, None)
         if row is None:
             return None
-        op = _op(row)
-        await events.emit(conn, tenant_id, f"operation.{state}", event_data(op), now=now)
+        fields = dict(row)
+        subscribers = fields.pop("subscribers")  # of operation.<state>, read by the same statement
+        op = msgspec.convert(fields, Operation)
+        await events.emit(conn, tenant_id, f"operation.{state}", event_data(op), now=now, subscribers=subscribers)
     return op
 
 

@@ -35,6 +35,7 @@ from .parking import hold_endpoint, in_transaction
 
 __all__ = [
     "NOTIFY_CHANNEL",
+    "SUBSCRIBERS_SQL",
     "SUPERSEDE_SET",
     "Message",
     "MessageState",
@@ -180,6 +181,7 @@ async def enqueue_event(
     now: datetime,
     *,
     exclude_endpoint: str | None = None,
+    subscribers: list[str] | None = None,
 ) -> list[str]:
     """Write one message per endpoint of the tenant subscribed to ``event_type``.
 
@@ -188,6 +190,9 @@ async def enqueue_event(
     Args:
         exclude_endpoint: An endpoint not to notify (the one an ``endpoint.disabled``
             or ``delivery.exhausted`` event is about).
+        subscribers: The subscribed endpoints' IDs, already read by an earlier statement of
+            the caller's transaction (`SUBSCRIBERS_SQL`, the ledger's compare-and-set and
+            outcome); read here if None.
 
     Returns:
         The message IDs, one per subscribed endpoint (none without subscribers).
@@ -197,13 +202,22 @@ async def enqueue_event(
     """
     if event_type not in EVENT_TYPES:
         raise Invalid("invalid_event_type", "Unknown webhook event type.", fields={"event_type": "unknown"})
-    endpoint_ids = await conn.fetch(
-        "SELECT id FROM webhook_endpoints WHERE tenant_id = $1 AND event_types @> ARRAY[$2::text]"
-        " AND ($3::text IS NULL OR id <> $3) ORDER BY id",
-        tenant_id, event_type, exclude_endpoint,
-    )
-    return [await enqueue_message(conn, tenant_id, r["id"], event_type, data, purpose="event", now=now)
-            for r in endpoint_ids]
+    if subscribers is None:
+        subscribers = [r["id"] for r in await conn.fetch(
+            "SELECT id FROM webhook_endpoints WHERE tenant_id = $1 AND event_types @> ARRAY[$2::text]"
+            " AND ($3::text IS NULL OR id <> $3) ORDER BY id",
+            tenant_id, event_type, exclude_endpoint,
+        )]
+    else:
+        subscribers = [e for e in subscribers if e != exclude_endpoint]
+    return [await enqueue_message(conn, tenant_id, endpoint_id, event_type, data, purpose="event", now=now)
+            for endpoint_id in subscribers]
+
+
+SUBSCRIBERS_SQL = ("ARRAY(SELECT se.id FROM webhook_endpoints AS se WHERE se.tenant_id = {tenant}"
+                   " AND se.event_types @> ARRAY[({event})::text] ORDER BY se.id)")
+"""`enqueue_event`'s lookup as an expression (``{tenant}``, ``{event}``: SQL for the tenant and the event
+type): for a statement that reads the subscribers with its own change (``subscribers``)."""
 
 
 async def next_event_sequence(conn: asyncpg.Connection) -> int:
