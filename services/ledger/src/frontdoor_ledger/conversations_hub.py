@@ -149,21 +149,41 @@ class ConversationsHub:
         except Exception:  # not settled: the lease ends and a deliverer sends the relay again
             _log.exception("conversation_relay_crashed", message_id=claimed.id)
 
-    async def deliver_and_wait(self, tenant_id: str, message_ids: Sequence[str], *,
-                               posted: Posted | None = None) -> None:
-        """Attempt each webhook message now (and the relay, in the relay mode); return when all
-        are answered or at the reply budget."""
-        held = {c.id: c for c in posted.webhook_claims} if posted is not None else {}
-        jobs: list[Any] = [self._attempt(tenant_id, message_id, held.get(message_id)) for message_id in message_ids]
-        if posted is not None and posted.relay is not None:
+    def _track(self, job: Any) -> asyncio.Task[Any]:
+        task = asyncio.create_task(job)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def after_commit(self, tenant_id: str, posted: Posted, *, also_changed: str | None = None
+                     ) -> list[asyncio.Task[Any]]:
+        """Start what follows an agent's committed message, without awaiting anything.
+
+        Called with no ``await`` between the commit and this call: the first attempt at each
+        webhook message (and the relay, in the relay mode) and the readers' wake-up run as
+        this process's tasks, so a request cancelled now (the client gone, the process
+        stopping) still attempts them at once rather than leaving them to a deliverer a
+        lease later. Returns the tasks (the wake-up first), for `wait_for_replies`.
+        """
+        if posted.replay:
+            return []
+        held = {c.id: c for c in posted.webhook_claims}
+        jobs: list[Any] = [self._attempt(tenant_id, message_id, held.get(message_id))
+                           for message_id in posted.webhook_message_ids]
+        if posted.relay is not None:
             jobs.append(self._relay_task(posted.relay))
-        if not jobs:
-            return
-        attempts = []
-        for job in jobs:
-            task = asyncio.create_task(job)
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-            attempts.append(task)
-        budget = self._ctx.settings.conversation_reply_wait.total_seconds()
-        await asyncio.wait(attempts, timeout=budget)  # past the budget they carry on in the background
+        woken = [posted.conversation.id, *([also_changed] if also_changed else [])]
+        return [self._track(self._wake(tenant_id, woken)), *(self._track(job) for job in jobs)]
+
+    async def _wake(self, tenant_id: str, conversation_ids: list[str]) -> None:
+        for conversation_id in conversation_ids:
+            try:
+                await self.changed(tenant_id, conversation_id)
+            except Exception:  # best effort: readers re-read when their wait ends
+                _log.warning("conversation_wakeup_failed", conversation_id=conversation_id)
+
+    async def wait_for_replies(self, attempts: Sequence[asyncio.Task[Any]]) -> None:
+        """Return when the readers are woken and every attempt is answered, or at the reply budget
+        (past it they carry on)."""
+        if attempts:
+            await asyncio.wait(attempts, timeout=self._ctx.settings.conversation_reply_wait.total_seconds())

@@ -191,13 +191,10 @@ async def start_conversation(slug: FromPath[str], request: Request[Any, Any, Any
         async with ctx.pool.acquire() as conn:
             posted = await store.start(conn, tenant.tenant_id, caller, message, parent_id=parent, now=ctx.now(),
                                        relay=relay, lease=hub.lease)
+            attempts = hub.after_commit(tenant.tenant_id, posted, also_changed=parent)  # no await since the commit
     except ConversationRefused as exc:
         return _refused(exc, view)
-    if not posted.replay:
-        await hub.changed(tenant.tenant_id, posted.conversation.id)
-        if parent is not None:
-            await hub.changed(tenant.tenant_id, parent)
-        await hub.deliver_and_wait(tenant.tenant_id, posted.webhook_message_ids, posted=posted)
+    await hub.wait_for_replies(attempts)
     return await _answer(ctx, hub, tenant, view, request=request, conversation=posted.conversation, status=201)
 
 
@@ -214,11 +211,10 @@ async def post_message(slug: FromPath[str], conversation_id: FromPath[str], requ
         async with ctx.pool.acquire() as conn:
             posted = await store.post_message(conn, tenant.tenant_id, caller, conversation_id, message, now=ctx.now(),
                                               relay=relay, lease=hub.lease)
+            attempts = hub.after_commit(tenant.tenant_id, posted)  # no await since the commit
     except ConversationRefused as exc:
         return _refused(exc, view)
-    if not posted.replay:
-        await hub.changed(tenant.tenant_id, conversation_id)
-        await hub.deliver_and_wait(tenant.tenant_id, posted.webhook_message_ids, posted=posted)
+    await hub.wait_for_replies(attempts)
     return await _answer(ctx, hub, tenant, view, request=request, conversation=posted.conversation, status=202)
 
 
