@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from frontdoor_conversations import ConversationWaiters, Posted, publish_changed
 from frontdoor_conversations.relay import RelayTarget
 from frontdoor_conversations.relay_delivery import relay_message
+from frontdoor_conversations.relay_endpoints import queue_stranded_relays
 from frontdoor_core.logging import get_logger
 from frontdoor_tenancy import issuer_settings
 from frontdoor_tenancy.credentials import Kek
@@ -48,10 +49,31 @@ from frontdoor_webhooks.sender import SafeSender, partitioned
 if TYPE_CHECKING:
     from .context import LedgerContext
 
-__all__ = ["ConversationsHub"]
+__all__ = ["ConversationsHub", "queue_stranded"]
 
 _log = get_logger("frontdoor.ledger")
 _SETTINGS_TTL = 5.0
+
+
+async def queue_stranded(ctx: LedgerContext, tenant_id: str, endpoint_id: str,
+                         on_changed: Callable[[str, str], Awaitable[None]]) -> None:
+    """An attempt of this process disabled the endpoint (``410 Gone``, failing too long): the
+    conversations of its waiting relays go to a person, as after a deliverer's attempt.
+
+    Just after the attempt's commit, not in it (as the deliverer); should this process die in
+    between, those relays wait for the endpoint. A relay's own attempt does it in its settle.
+    """
+    try:
+        async with ctx.pool.acquire() as conn, conn.transaction():
+            changed = await queue_stranded_relays(conn, tenant_id, endpoint_id, now=ctx.now())
+    except Exception as exc:
+        _log.error("conversation_relays_not_queued", endpoint_id=endpoint_id, error=type(exc).__name__)
+        return
+    for conversation_id in changed:
+        try:
+            await on_changed(tenant_id, conversation_id)
+        except Exception:  # best effort: readers re-read when their wait ends
+            _log.warning("conversation_wakeup_failed", conversation_id=conversation_id)
 
 
 class ConversationsHub:
@@ -100,12 +122,15 @@ class ConversationsHub:
     async def _attempt(self, tenant_id: str, message_id: str, claimed: ClaimedMessage | None = None) -> Any:
         ctx = self._ctx
         try:
-            return await deliver(ctx.pool, message_id, sender=partitioned(self._sender, tenant_id), kek=self._kek,
-                                 clock=ctx.runtime.clock, policy=self._policy, tenant_id=tenant_id,
-                                 throttle=self._throttle, claimed=claimed)
+            report = await deliver(ctx.pool, message_id, sender=partitioned(self._sender, tenant_id), kek=self._kek,
+                                   clock=ctx.runtime.clock, policy=self._policy, tenant_id=tenant_id,
+                                   throttle=self._throttle, claimed=claimed)
         except Exception:  # the relay retries; the message is in PostgreSQL
             _log.exception("conversation_delivery_failed", message_id=message_id)
             return None
+        if report is not None and report.endpoint_disabled:
+            await queue_stranded(ctx, tenant_id, report.endpoint_id, self.changed)
+        return report
 
     async def relay_target(self, tenant_id: str) -> RelayTarget | None:
         """The relay mode's endpoint for ``store.start``/``post_message`` (None in the webhook mode)."""

@@ -25,6 +25,7 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+from frontdoor_conversations import publish_changed
 from frontdoor_core.errors import Conflict, Invalid, NotFound
 from frontdoor_core.logging import get_logger
 from frontdoor_core.outbound import SafeFetcher
@@ -38,6 +39,8 @@ from frontdoor_webhooks.endpoints import get_endpoint
 from frontdoor_webhooks.rate_windows import PgThrottle
 from frontdoor_webhooks.sender import SafeSender, SendError, partitioned
 from frontdoor_webhooks.signing import webhook_headers
+
+from .conversations_hub import queue_stranded
 
 if TYPE_CHECKING:
     from .context import LedgerContext
@@ -88,13 +91,19 @@ class Performer:
     async def _attempt(self, tenant_id: str, message_id: str, settled: list[Operation]) -> Any:
         ctx = self._ctx
         try:
-            return await perform_message(ctx.pool, ctx.runtime.redis, message_id,
-                                         sender=partitioned(self._sender, tenant_id), kek=self._kek,
-                                         clock=ctx.runtime.clock, policy=self._policy, tenant_id=tenant_id,
-                                         on_settled=self._wake, throttle=self._throttle, settled=settled)
+            report = await perform_message(ctx.pool, ctx.runtime.redis, message_id,
+                                           sender=partitioned(self._sender, tenant_id), kek=self._kek,
+                                           clock=ctx.runtime.clock, policy=self._policy, tenant_id=tenant_id,
+                                           on_settled=self._wake, throttle=self._throttle, settled=settled)
         except Exception:  # the deliverer retries; the record is in PostgreSQL
             _log.exception("perform_attempt_failed", message_id=message_id)
             return None
+        if report is not None and report.endpoint_disabled:  # its waiting relays' conversations go to a person
+            await queue_stranded(ctx, tenant_id, report.endpoint_id, self._conversation_changed)
+        return report
+
+    async def _conversation_changed(self, tenant_id: str, conversation_id: str) -> None:
+        await publish_changed(self._ctx.runtime.redis, tenant_id, conversation_id)  # every process's readers
 
     async def _wake(self, operation_id: str) -> None:
         self._ctx.waiters.wake(operation_id)
