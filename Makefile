@@ -29,7 +29,7 @@ run: $(STAMP) ## Start the whole stack (embedded PostgreSQL/Redis unless DATABAS
 
 test: $(STAMP) ## Run the architecture check and the whole test suite (as CI does)
 	$(VENV)/bin/lint-imports --no-cache
-	$(PY) -m pytest -n $(JOBS) -q
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q
 
 test-fast: $(STAMP) ## Unit tests only
 	$(PY) -m pytest -q tests/unit

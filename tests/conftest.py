@@ -27,6 +27,23 @@ from tests.support.dns_server import LocalDNS
 from tests.support.servers import Servers, start_servers
 
 
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Keep the tests that share a module-scoped fixture on one xdist worker.
+
+    Under ``--dist loadgroup`` (``make test``) every such test carries its module's name
+    as its ``xdist_group``, so an expensive module fixture (a whole ``make run`` stack, a
+    browser, an OpenID provider) is built once, not once per worker that happens to
+    receive one of its tests. Runs before xdist reads the marks (``tryfirst``).
+    """
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        if any(d.scope == "module" for defs in info.name2fixturedefs.values() for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else item.nodeid))
+
 @pytest.fixture(scope="session")
 async def servers(worker_id: str) -> AsyncIterator[Servers]:
     s = await start_servers(worker_id)
