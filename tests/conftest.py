@@ -25,7 +25,7 @@ from frontdoor_tenancy.credentials.key_encryption import generate_kek_value
 from tests.support.clock import ShiftableClock
 from tests.support.dns_server import LocalDNS
 from tests.support.servers import Servers, start_servers
-
+from tests.support.settings_env import settings_env
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -66,20 +66,7 @@ def kek_value() -> str:
 
 @pytest.fixture(scope="session")
 def settings(servers: Servers, dns: LocalDNS, kek_value: str) -> Settings:
-    return load_settings({
-        "FRONTDOOR_ENV": "test",
-        "DATABASE_URL": servers.database_url,
-        "REDIS_URL": servers.redis_url,
-        "FRONTDOOR_KEK": kek_value,
-        "FRONTDOOR_DNS_NAMESERVERS": f"127.0.0.1:{dns.port}",
-        "FRONTDOOR_DNS_TIMEOUT": "1s",
-        "FRONTDOOR_ISSUER_BASE_URL": "https://issuer.frontdoor.test",
-        "FRONTDOOR_CONSOLE_BASE_URL": "https://console.frontdoor.test",
-        "FRONTDOOR_LEDGER_BASE_URL": "https://ledger.frontdoor.test",
-        "FRONTDOOR_SIGNUP_RATE_LIMIT": "100000",
-        # Every test's browser is the same "testclient" address: the per-email limits still apply.
-        "FRONTDOOR_LOGIN_NETWORK_RATE_LIMIT": "100000",
-    })
+    return load_settings(settings_env(servers, dns, kek_value))
 
 
 @pytest.fixture(scope="session")

@@ -22,26 +22,14 @@ from tests.support.devstack import free_port
 from tests.support.dns_server import LocalDNS
 from tests.support.eventually import eventually
 from tests.support.servers import Servers
+from tests.support.settings_env import settings_env
 
 GRANIAN = str(Path(sys.executable).with_name("granian"))
 
 
 def service_env(servers: Servers, dns: LocalDNS, kek_value: str, **extra: str) -> dict[str, str]:
     """The variables of the ``settings`` fixture (tests/conftest.py), for a child process."""
-    return {
-        **os.environ,
-        "FRONTDOOR_ENV": "test",
-        "DATABASE_URL": servers.database_url,
-        "REDIS_URL": servers.redis_url,
-        "FRONTDOOR_KEK": kek_value,
-        "FRONTDOOR_DNS_NAMESERVERS": f"127.0.0.1:{dns.port}",
-        "FRONTDOOR_DNS_TIMEOUT": "1s",
-        "FRONTDOOR_ISSUER_BASE_URL": "https://issuer.frontdoor.test",
-        "FRONTDOOR_CONSOLE_BASE_URL": "https://console.frontdoor.test",
-        "FRONTDOOR_LEDGER_BASE_URL": "https://ledger.frontdoor.test",
-        "FRONTDOOR_LOG_LEVEL": "info",
-        **extra,
-    }
+    return {**os.environ, **settings_env(servers, dns, kek_value), "FRONTDOOR_LOG_LEVEL": "info", **extra}
 
 
 class GranianApp:
