@@ -14,17 +14,14 @@ real data is what ``bench/scale.py --explain`` prints.
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import AsyncIterator
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
-from frontdoor_core.migrations import apply_migrations, discover
 from frontdoor_devstack.query_plans import exercise_hot_paths, sequential_scans
-from frontdoor_devstack.scale_seed import ScalePlan, seed, sign_up_template
+from frontdoor_devstack.scale_seed import ScalePlan
 
-from tests.conftest import MIGRATED_PACKAGES
+from tests.support.databases import own_database, seed_scale
 from tests.support.servers import Servers
 
 PLAN = ScalePlan(tenants=60, sessions=3_000, operations=3_000, attempts=6_000, agents_per_tenant=3,
@@ -33,23 +30,9 @@ PLAN = ScalePlan(tenants=60, sessions=3_000, operations=3_000, attempts=6_000, a
 
 @pytest.fixture
 async def seeded_url(servers: Servers, kek_value: str) -> AsyncIterator[str]:
-    name = f"fd_plans_{secrets.token_hex(6)}"
-    admin = await asyncpg.connect(servers.database_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        parts = urlsplit(servers.database_url)
-        url = urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
-        conn = await asyncpg.connect(url)
-        try:
-            await apply_migrations(conn, discover(MIGRATED_PACKAGES))
-            template = await sign_up_template(url, kek_value)
-            await seed(conn, PLAN, template_tenant_id=template, kek_value=kek_value, log=lambda _: None)
-        finally:
-            await conn.close()
+    async with own_database(servers, "fd_plans") as url:
+        await seed_scale(url, PLAN, kek_value)
         yield url
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
 
 
 async def test_hot_paths_use_an_index_for_every_table(seeded_url: str) -> None:

@@ -6,13 +6,13 @@ import asyncio
 import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
 from frontdoor_core.migrations import Migration, MigrationError, apply_migrations, discover
 
 from tests.conftest import MIGRATED_PACKAGES
+from tests.support.databases import connected, own_database
 from tests.support.eventually import eventually
 from tests.support.servers import Servers
 
@@ -40,24 +40,14 @@ M3 = mig("20990101000003", "second_run", "INSERT INTO runs VALUES ('m3');")
 @pytest.fixture
 async def fresh_url(servers: Servers) -> AsyncIterator[str]:
     """A new, empty database on the worker's server, dropped afterwards."""
-    name = f"fd_migrations_{secrets.token_hex(6)}"
-    admin = await asyncpg.connect(servers.database_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        parts = urlsplit(servers.database_url)
-        yield urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
+    async with own_database(servers, "fd_migrations", migrated=False) as url:
+        yield url
 
 
 @pytest.fixture
 async def conn(fresh_url: str) -> AsyncIterator[asyncpg.Connection]:
-    c = await asyncpg.connect(fresh_url)
-    try:
+    async with connected(fresh_url) as c:
         yield c
-    finally:
-        await c.close()
 
 
 async def tables(conn: asyncpg.Connection) -> set[str]:

@@ -18,23 +18,20 @@ import asyncio
 import csv
 import io
 import json
-import secrets
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
 from frontdoor_billing import BillingConfig, count_closed_days
-from frontdoor_core.migrations import apply_migrations, discover
 from frontdoor_core.runtime import Runtime
 from frontdoor_operations import ledger, retention
 from frontdoor_operations.funnel import materialise_closed_days
 from frontdoor_operations.retention import prune_operation_chunk, prune_operations
 from litestar.testing import AsyncTestClient
 
-from tests.conftest import MIGRATED_PACKAGES, unique
+from tests.conftest import unique
 from tests.integration.conftest import TenantHandle
 from tests.integration.console.test_dashboard import sign_in
 from tests.integration.console.test_operation_pages import (
@@ -45,6 +42,7 @@ from tests.integration.console.test_operation_pages import (
     deliver_once,
 )
 from tests.support.clock import ShiftableClock
+from tests.support.databases import connected, own_database
 from tests.support.servers import Servers
 
 RETENTION = timedelta(days=60)
@@ -186,15 +184,8 @@ NOW = datetime(2027, 6, 1, 12, tzinfo=UTC)
 
 @pytest.fixture
 async def url(servers: Servers) -> AsyncIterator[str]:
-    name = f"fd_operation_retention_{secrets.token_hex(6)}"
-    admin = await asyncpg.connect(servers.database_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        parts = urlsplit(servers.database_url)
-        url = urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
-        c = await asyncpg.connect(url)
-        try:
-            await apply_migrations(c, discover(MIGRATED_PACKAGES))
+    async with own_database(servers, "fd_operation_retention") as url:
+        async with connected(url) as c:
             await c.execute("INSERT INTO tenants (id, slug, organization_name, created_at) VALUES ('ten_o1', 'o1', 'o1', $1)",
                             NOW - 400 * D)
             await c.execute("INSERT INTO webhook_endpoints (tenant_id, id, url, created_at, updated_at)"
@@ -205,21 +196,13 @@ async def url(servers: Servers) -> AsyncIterator[str]:
             for table in ("agent_funnel_marks", "billing_usage_marks"):
                 await c.execute(f"INSERT INTO {table} (tenant_id, counted_through) VALUES ('ten_o1', $1)",
                                 (NOW - 2 * D).date())
-        finally:
-            await c.close()
         yield url
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
 
 
 @pytest.fixture
 async def conn(url: str) -> AsyncIterator[asyncpg.Connection]:
-    c = await asyncpg.connect(url)
-    try:
+    async with connected(url) as c:
         yield c
-    finally:
-        await c.close()
 
 
 async def _finished(conn: asyncpg.Connection, count: int, *, at: datetime) -> None:

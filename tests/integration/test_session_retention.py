@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import secrets
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
-from frontdoor_core.migrations import apply_migrations, discover
 from frontdoor_sessions import session_retention
 from frontdoor_sessions.session_retention import (
     prune_session_chunk,
@@ -27,7 +24,7 @@ from frontdoor_sessions.session_retention import (
     prune_sign_in_attempts,
 )
 
-from tests.conftest import MIGRATED_PACKAGES
+from tests.support.databases import connected, own_database
 from tests.support.servers import Servers
 
 RETENTION = timedelta(days=90)
@@ -37,33 +34,18 @@ TENANTS = ("ten_r1", "ten_r2")
 
 @pytest.fixture
 async def url(servers: Servers) -> AsyncIterator[str]:
-    name = f"fd_session_retention_{secrets.token_hex(6)}"
-    admin = await asyncpg.connect(servers.database_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        parts = urlsplit(servers.database_url)
-        url = urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
-        c = await asyncpg.connect(url)
-        try:
-            await apply_migrations(c, discover(MIGRATED_PACKAGES))
+    async with own_database(servers, "fd_session_retention") as url:
+        async with connected(url) as c:
             for t in TENANTS:
                 await c.execute("INSERT INTO tenants (id, slug, organization_name, created_at) VALUES ($1, $1, $1, $2)",
                                 t, NOW - timedelta(days=400))
-        finally:
-            await c.close()
         yield url
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
 
 
 @pytest.fixture
 async def conn(url: str) -> AsyncIterator[asyncpg.Connection]:
-    c = await asyncpg.connect(url)
-    try:
+    async with connected(url) as c:
         yield c
-    finally:
-        await c.close()
 
 
 async def _session(conn: asyncpg.Connection, tenant: str, sid: str, *, created: timedelta, used: timedelta,

@@ -32,7 +32,8 @@ def _worker_index(worker_id: str) -> int:
     return int(worker_id[2:]) if worker_id.startswith("gw") else 0
 
 
-async def _fresh_database(admin_url: str, name: str) -> str:
+async def fresh_database(admin_url: str, name: str) -> str:
+    """Database ``name`` made new (dropped first if it is there) on ``admin_url``'s server; its URL."""
     conn = await asyncpg.connect(admin_url)
     try:
         await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -58,7 +59,7 @@ async def start_servers(worker_id: str) -> Servers:
     stops.append(_Cleanup())
     name = f"frontdoor_test_{worker_id}"
     if os.environ.get("DATABASE_URL"):
-        db_url = await _fresh_database(os.environ["DATABASE_URL"], name)
+        db_url = await fresh_database(os.environ["DATABASE_URL"], name)
     else:
         pg = EmbeddedPostgres(root / "pg", database=name, durable=False)
         pg.start()

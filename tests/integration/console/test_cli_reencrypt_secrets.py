@@ -8,18 +8,15 @@ run against a database of their own: the shared one keeps using the suite's KEK.
 from __future__ import annotations
 
 import os
-import secrets
 import subprocess
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
 from frontdoor_core.db import create_pool
-from frontdoor_core.migrations import MIGRATED_PACKAGES, apply_migrations, discover
 from frontdoor_core.settings import Settings
 from frontdoor_tenancy import signing_keys, tenants
 from frontdoor_tenancy.actor import Actor
@@ -28,6 +25,7 @@ from frontdoor_webhooks import create_endpoint, reencrypt_webhook_secrets, signi
 from frontdoor_webhooks.endpoint_secrets import rotate_secret_rows
 
 from tests.integration.conftest import STRONG_PASSWORD
+from tests.support.databases import own_database
 from tests.support.servers import Servers
 
 NOW = datetime.now(UTC)
@@ -43,20 +41,12 @@ class Fresh:
 @pytest.fixture
 async def fresh(servers: Servers) -> AsyncIterator[Fresh]:
     """A new database on the worker's server, migrated, dropped afterwards."""
-    name = f"fd_reencrypt_{secrets.token_hex(6)}"
-    admin = await asyncpg.connect(servers.database_url)
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    parts = urlsplit(servers.database_url)
-    url = urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
-    pool = await create_pool(url, min_size=1, max_size=4)
-    try:
-        async with pool.acquire() as conn:
-            await apply_migrations(conn, discover(MIGRATED_PACKAGES))
-        yield Fresh(url, pool)
-    finally:
-        await pool.close()
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
+    async with own_database(servers, "fd_reencrypt") as url:
+        pool = await create_pool(url, min_size=1, max_size=4)
+        try:
+            yield Fresh(url, pool)
+        finally:
+            await pool.close()
 
 
 def run_reencrypt(settings: Settings, database_url: str, kek: str, *args: str) -> subprocess.CompletedProcess[str]:

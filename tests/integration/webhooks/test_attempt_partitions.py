@@ -8,19 +8,16 @@ deletes only entries past retention, of every tenant, in chunks.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
-from frontdoor_core.migrations import apply_migrations, discover
-from frontdoor_devstack.scale_seed import ScalePlan, seed, sign_up_template
+from frontdoor_devstack.scale_seed import ScalePlan
 from frontdoor_tenancy.audit_retention import prune_audit, prune_audit_chunk
 from frontdoor_webhooks.attempt_partitions import maintain, month_start, partition_name
 
-from tests.conftest import MIGRATED_PACKAGES
+from tests.support.databases import connected, own_database, seed_scale
 from tests.support.servers import Servers
 
 PLAN = ScalePlan(tenants=2, sessions=20, operations=20, attempts=400, messages=100, agents_per_tenant=1,
@@ -30,32 +27,15 @@ PLAN = ScalePlan(tenants=2, sessions=20, operations=20, attempts=400, messages=1
 @pytest.fixture
 async def url(servers: Servers, kek_value: str) -> AsyncIterator[str]:
     """A fresh database on the worker's server, migrated and seeded; dropped afterwards."""
-    name = f"fd_partitions_{secrets.token_hex(6)}"
-    admin = await asyncpg.connect(servers.database_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        parts = urlsplit(servers.database_url)
-        url = urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
-        c = await asyncpg.connect(url)
-        try:
-            await apply_migrations(c, discover(MIGRATED_PACKAGES))
-            await seed(c, PLAN, template_tenant_id=await sign_up_template(url, kek_value), kek_value=kek_value,
-                       log=lambda _: None)
-        finally:
-            await c.close()
+    async with own_database(servers, "fd_partitions") as url:
+        await seed_scale(url, PLAN, kek_value)
         yield url
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
 
 
 @pytest.fixture
 async def conn(url: str) -> AsyncIterator[asyncpg.Connection]:
-    c = await asyncpg.connect(url)
-    try:
+    async with connected(url) as c:
         yield c
-    finally:
-        await c.close()
 
 
 async def partitions(conn: asyncpg.Connection) -> set[str]:
