@@ -321,6 +321,16 @@ async def perform_webhook(console: AsyncTestClient[Any], t: TenantHandle, web: M
     return receiver, endpoint
 
 
+async def operation_ready(console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], ledger_app: AsyncTestClient[Any],
+                          t: TenantHandle, dns: LocalDNS, web: MockWeb, *, answer: str = "succeeded"
+                          ) -> tuple[Any, Receiver, str]:
+    """`ready`, the perform webhook and the ledger's operations endpoint reachable: (agent key, receiver, endpoint id)."""
+    key, _ = await ready(console, issuer, t, dns, web)
+    receiver, endpoint = await perform_webhook(console, t, web, answer=answer)
+    route_prefix(web, ledger_app, f"{LEDGER}/{t.slug}/operations/")
+    return key, receiver, endpoint
+
+
 async def signed_in_run(console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], t: TenantHandle,
                         key: Any, clock: ShiftableClock, *, include_operation: bool = True
                         ) -> tuple[str, httpx.Response]:
@@ -335,9 +345,7 @@ async def test_an_operation_is_proposed_approved_and_performed_by_the_webhook(
     console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], ledger: AsyncTestClient[Any],  # noqa: F811
     tenant: TenantHandle, other_tenant: TenantHandle, dns: LocalDNS, web: MockWeb, clock: ShiftableClock, db: Any,
 ) -> None:
-    key, _ = await ready(console, issuer, tenant, dns, web)
-    receiver, _ = await perform_webhook(console, tenant, web)
-    route_prefix(web, ledger, f"{LEDGER}/{tenant.slug}/operations/")
+    key, receiver, _ = await operation_ready(console, issuer, ledger, tenant, dns, web)
     rid, done = await signed_in_run(console, issuer, tenant, key, clock)
     assert statuses(done.text)["operation"] == "passed", (codes(done.text), done.text)
     assert statuses(done.text)["refused"] == "passed" and codes(done.text) == []
@@ -388,9 +396,7 @@ async def test_unticked_the_run_proposes_nothing_and_sends_no_perform_webhook(
     tenant: TenantHandle, dns: LocalDNS, web: MockWeb, clock: ShiftableClock, db: Any,
 ) -> None:
     """The operation step calls the company's real perform webhook, so it is opt-in per run (off by default)."""
-    key, _ = await ready(console, issuer, tenant, dns, web)
-    receiver, _ = await perform_webhook(console, tenant, web)
-    route_prefix(web, ledger, f"{LEDGER}/{tenant.slug}/operations/")
+    key, receiver, _ = await operation_ready(console, issuer, ledger, tenant, dns, web)
     await sign_in(console, tenant.email)
     form = (await console.get("/simulator")).text
     box = re.search(r'<input type="checkbox" name="include_operation" value="yes"([^>]*)>(.*?)</label>', form, re.S)
@@ -429,11 +435,9 @@ async def test_a_disabled_perform_endpoint_is_its_finding(
     console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], ledger: AsyncTestClient[Any],  # noqa: F811
     tenant: TenantHandle, dns: LocalDNS, web: MockWeb, clock: ShiftableClock, db: Any,
 ) -> None:
-    key, _ = await ready(console, issuer, tenant, dns, web)
-    receiver, endpoint = await perform_webhook(console, tenant, web)
+    key, receiver, endpoint = await operation_ready(console, issuer, ledger, tenant, dns, web)
     r = await console.post(f"/api/v1/webhook-endpoints/{endpoint}/disable", headers=tenant.auth)
     assert r.status_code == 200, r.text
-    route_prefix(web, ledger, f"{LEDGER}/{tenant.slug}/operations/")
     _, done = await signed_in_run(console, issuer, tenant, key, clock)
     assert codes(done.text) == ["perform_endpoint_disabled"]
     assert statuses(done.text)["operation"] == "failed" and statuses(done.text)["revoke"] == "not_run"
@@ -446,9 +450,7 @@ async def test_a_failing_perform_webhook_leaves_the_outcome_unknown_with_its_fin
     console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], ledger: AsyncTestClient[Any],  # noqa: F811
     tenant: TenantHandle, dns: LocalDNS, web: MockWeb, clock: ShiftableClock, db: Any,
 ) -> None:
-    key, _ = await ready(console, issuer, tenant, dns, web)
-    await perform_webhook(console, tenant, web, answer="error")
-    route_prefix(web, ledger, f"{LEDGER}/{tenant.slug}/operations/")
+    key, _, _ = await operation_ready(console, issuer, ledger, tenant, dns, web, answer="error")
     _, done = await signed_in_run(console, issuer, tenant, key, clock)
     found = codes(done.text)
     assert statuses(done.text)["operation"] == "failed" and len(found) == 1, (found, done.text)
@@ -463,9 +465,7 @@ async def test_no_secret_of_a_whole_run_is_logged_or_in_a_span(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     """The capture of ``test_log_redaction``: the apps' own logging pipeline at debug, every span, stdout/stderr."""
-    key, _ = await ready(console, issuer, tenant, dns, web)
-    await perform_webhook(console, tenant, web)
-    route_prefix(web, ledger, f"{LEDGER}/{tenant.slug}/operations/")
+    key, _, _ = await operation_ready(console, issuer, ledger, tenant, dns, web)
     answers = record_answers(web, issuer, tenant)
     seen_before = len(web.requests)
     with capture_spans() as spans, capture_logs() as buf:
