@@ -9,7 +9,6 @@ import json
 from datetime import timedelta
 from typing import Any
 
-import pytest
 from frontdoor_conversations.retention import forget_expired
 from frontdoor_core.runtime import Runtime
 from litestar.testing import AsyncTestClient
@@ -17,21 +16,10 @@ from litestar.testing import AsyncTestClient
 from tests.conftest import unique
 from tests.integration.conftest import TenantHandle
 from tests.integration.console.test_dashboard import sign_in
-from tests.integration.ledger.test_ledger_conversations import Desk, _session, make_desk
+from tests.integration.ledger.test_ledger_conversations import Desk, _session, agent, desk, make_desk  # noqa: F401 - fixtures
 from tests.support.agent import TestAgent
 from tests.support.clock import ShiftableClock
 from tests.support.mock_web import MockWeb
-
-
-@pytest.fixture
-async def desk(console: Any, issuer: Any, ledger: Any, tenant: TenantHandle, clock: ShiftableClock, store: Any,
-               web: MockWeb) -> Desk:
-    return await make_desk(console, issuer, ledger, tenant, clock, store, web)
-
-
-@pytest.fixture
-def agent(web: MockWeb) -> TestAgent:
-    return TestAgent(host=f"{unique('agent-')}.example").publish(web)
 
 
 async def _subscribe_handoffs(console: AsyncTestClient[Any], t: TenantHandle) -> str:
@@ -42,7 +30,7 @@ async def _subscribe_handoffs(console: AsyncTestClient[Any], t: TenantHandle) ->
 
 
 async def test_an_agent_asks_for_a_person_and_reads_the_persons_answer(
-    desk: Desk, agent: TestAgent, console: AsyncTestClient[Any], tenant: TenantHandle, db: Any,
+    desk: Desk, agent: TestAgent, console: AsyncTestClient[Any], tenant: TenantHandle, db: Any,  # noqa: F811
 ) -> None:
     """The journey: handoff (PAP §7.9) -> queued in the inbox and a webhook -> a member takes over in
     the dashboard and answers -> the agent reads ``responder: human``, the name and the reply."""
@@ -85,7 +73,7 @@ async def test_an_agent_asks_for_a_person_and_reads_the_persons_answer(
 
 
 async def test_retention_forgets_old_events_and_old_cursors_expire(
-    desk: Desk, agent: TestAgent, console: AsyncTestClient[Any], issuer: Any, ledger: Any,
+    desk: Desk, agent: TestAgent, console: AsyncTestClient[Any], issuer: Any, ledger: Any,  # noqa: F811
     other_tenant: TenantHandle, clock: ShiftableClock, store: Any, web: MockWeb, runtime: Runtime, db: Any,
 ) -> None:
     kept_desk = await make_desk(console, issuer, ledger, other_tenant, clock, store, web)
@@ -125,7 +113,7 @@ async def test_retention_forgets_old_events_and_old_cursors_expire(
                              " AND conversation_id = $2 AND payload IS NOT NULL", desk.company.tenant.id, cid) == 1
 
 
-async def test_messages_per_conversation_are_rate_limited(desk: Desk, agent: TestAgent) -> None:
+async def test_messages_per_conversation_are_rate_limited(desk: Desk, agent: TestAgent) -> None:  # noqa: F811
     from frontdoor_ledger.http.agent_conversations import MESSAGES_PER_CONVERSATION_PER_MINUTE
 
     token = await _session(desk, agent, unique("usr_"))

@@ -443,6 +443,12 @@ async def test_a_relay_answer_may_ask_for_sign_in_and_stream_its_text(desk: Rela
 async def test_a_relay_answer_with_an_event_the_rules_refuse_is_a_failure(desk: RelayDesk, agent: TestAgent,
                                                                           console: Any, tenant: TenantHandle,
                                                                           event: dict[str, Any]) -> None:
+    await _refused_answer(desk, agent, console, tenant, event)
+
+
+async def _refused_answer(desk: RelayDesk, agent: TestAgent, console: Any, tenant: TenantHandle,
+                          event: dict[str, Any]) -> None:
+    """The endpoint answers a message and ``event``, which the rules refuse: the attempt fails as invalid."""
     desk.endpoint.answer = lambda payload: httpx.Response(200, json={"messages": [{"text": "Hi"}], "events": [event]})
     token = await _token(desk, agent)
     r = await desk.start(agent, token, "Hello?")

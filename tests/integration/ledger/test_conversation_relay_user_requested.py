@@ -16,7 +16,7 @@ from tests.integration.ledger.test_conversation_relay import (  # noqa: F401 - f
     RelayDesk,
     _events,
     _kinds,
-    _relay_messages,
+    _refused_answer,
     _token,
     agent,
     desk,
@@ -56,16 +56,7 @@ async def test_a_relay_answer_may_ask_for_the_user_themselves(desk: RelayDesk, a
 async def test_a_relay_answer_with_a_reason_the_rule_refuses_is_a_failure(
         desk: RelayDesk, agent: TestAgent, console: AsyncTestClient[Any], tenant: TenantHandle,  # noqa: F811
         event: dict[str, Any]) -> None:
-    desk.endpoint.answer = lambda payload: httpx.Response(200, json={"messages": [{"text": "Hi"}], "events": [event]})
-    token = await _token(desk, agent)
-    r = await desk.start(agent, token, "Hello?")
-    assert r.status_code == 201 and r.json()["status"] == "queued", r.text
-    page = await _events(desk, agent, token, r.json()["conversation_id"])
-    assert _kinds(page["events"]) == [("message", "user", None), ("state", None, "working"),
-                                      ("state", None, "queued")]
-    [relay] = await _relay_messages(console, tenant, desk.endpoint_id)
-    r = await console.get(f"/api/v1/webhook-messages/{relay['id']}", headers=tenant.auth)
-    assert [a["error_class"] for a in r.json()["attempts"]] == ["invalid_response"]
+    await _refused_answer(desk, agent, console, tenant, event)
 
 
 @pytest.mark.parametrize(("reason", "status"), [("Confirm the refund yourself", 201), ("   ", 400),

@@ -11,11 +11,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import unique
-from tests.integration.conftest import TenantHandle
-from tests.integration.ledger.test_ledger_conversations import Desk, make_desk
+from tests.integration.ledger.test_ledger_conversations import Desk, agent, desk  # noqa: F401 - fixtures
 from tests.support.agent import TestAgent
-from tests.support.clock import ShiftableClock
-from tests.support.mock_web import MockWeb
 
 _MESSAGES: dict[str, dict[str, Any]] = {
     "text": {"text": "nul \x00 here"},
@@ -26,17 +23,6 @@ _MESSAGES: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.fixture
-async def desk(console: Any, issuer: Any, ledger: Any, tenant: TenantHandle, clock: ShiftableClock, store: Any,
-               web: MockWeb) -> Desk:
-    return await make_desk(console, issuer, ledger, tenant, clock, store, web)
-
-
-@pytest.fixture
-def agent(web: MockWeb) -> TestAgent:
-    return TestAgent(host=f"{unique('agent-')}.example").publish(web)
-
-
 async def _kept(runtime: Any, tenant_id: str) -> tuple[int, int]:
     async with runtime.pool.acquire() as conn:
         return (await conn.fetchval("SELECT count(*) FROM conversation_events WHERE tenant_id = $1", tenant_id),
@@ -44,7 +30,7 @@ async def _kept(runtime: Any, tenant_id: str) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("member", list(_MESSAGES.values()), ids=list(_MESSAGES))
-async def test_a_nul_in_a_new_conversation_is_invalid_request(desk: Desk, agent: TestAgent, runtime: Any,
+async def test_a_nul_in_a_new_conversation_is_invalid_request(desk: Desk, agent: TestAgent, runtime: Any,  # noqa: F811
                                                               member: dict[str, Any]) -> None:
     token = str((await desk.company.session(agent, unique("usr_")))["access_token"])
     r = await desk.call(agent, token, "POST", "", {"message": {"id": unique("msg_"), "sender": "agent", **member}})
@@ -53,7 +39,7 @@ async def test_a_nul_in_a_new_conversation_is_invalid_request(desk: Desk, agent:
     assert desk.support.deliveries == []
 
 
-async def test_a_nul_in_a_later_message_or_the_path_is_invalid_request(desk: Desk, agent: TestAgent,
+async def test_a_nul_in_a_later_message_or_the_path_is_invalid_request(desk: Desk, agent: TestAgent,  # noqa: F811
                                                                        runtime: Any) -> None:
     token = str((await desk.company.session(agent, unique("usr_")))["access_token"])
     r = await desk.start(agent, token, "Hello.")

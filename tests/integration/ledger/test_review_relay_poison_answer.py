@@ -11,12 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import unique
 from tests.integration.conftest import TenantHandle
-from tests.integration.ledger.test_conversation_relay import RelayDesk, _token, make_relay_desk
+from tests.integration.ledger.test_conversation_relay import RelayDesk, _token, agent, desk  # noqa: F401 - fixtures
 from tests.support.agent import TestAgent
-from tests.support.clock import ShiftableClock
-from tests.support.mock_web import MockWeb
 
 _ANSWERS = {
     "text": b'{"messages": [{"text": "nul \\u0000 here"}]}',
@@ -28,19 +25,8 @@ _ANSWERS = {
 
 
 
-@pytest.fixture
-async def desk(console: Any, issuer: Any, ledger: Any, tenant: TenantHandle, clock: ShiftableClock, store: Any,
-               web: MockWeb) -> RelayDesk:
-    return await make_relay_desk(console, issuer, ledger, tenant, clock, store, web)
-
-
-@pytest.fixture
-def agent(web: MockWeb) -> TestAgent:
-    return TestAgent(host=f"{unique('agent-')}.example").publish(web)
-
-
 @pytest.mark.parametrize("body", list(_ANSWERS.values()), ids=list(_ANSWERS))
-async def test_a_relay_answer_postgres_cannot_store_fails_its_attempt(desk: RelayDesk, agent: TestAgent,
+async def test_a_relay_answer_postgres_cannot_store_fails_its_attempt(desk: RelayDesk, agent: TestAgent,  # noqa: F811
                                                                       runtime: Any, tenant: TenantHandle,
                                                                       body: bytes) -> None:
     desk.endpoint.answer = lambda payload: httpx.Response(200, content=body,

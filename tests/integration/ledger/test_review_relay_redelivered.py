@@ -7,41 +7,28 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-import pytest
 from frontdoor_core.outbound import SafeFetcher
 from frontdoor_dispatcher.deliverer import Deliverer
 from frontdoor_tenancy.credentials import Kek
 from frontdoor_webhooks.sender import SafeSender
 
-from tests.conftest import unique
 from tests.integration.conftest import TenantHandle
 from tests.integration.dispatcher.test_deliverer import POLICY, _TenantsLanes, running
-from tests.integration.ledger.test_conversation_relay import (
+from tests.integration.ledger.test_conversation_relay import (  # noqa: F401 - fixtures
     RelayDesk,
     _events,
     _relay_messages,
     _token,
-    make_relay_desk,
+    agent,
+    desk,
 )
 from tests.support.agent import TestAgent
-from tests.support.clock import ShiftableClock
 from tests.support.eventually import eventually
 from tests.support.mock_web import MockWeb
 
 
-@pytest.fixture
-async def desk(console: Any, issuer: Any, ledger: Any, tenant: TenantHandle, clock: ShiftableClock, store: Any,
-               web: MockWeb) -> RelayDesk:
-    return await make_relay_desk(console, issuer, ledger, tenant, clock, store, web)
-
-
-@pytest.fixture
-def agent(web: MockWeb) -> TestAgent:
-    return TestAgent(host=f"{unique('agent-')}.example").publish(web)
-
-
 async def test_a_redelivered_answered_relay_that_fails_leaves_the_conversation_alone(
-        desk: RelayDesk, agent: TestAgent, console: Any, tenant: TenantHandle, runtime: Any, web: MockWeb,
+        desk: RelayDesk, agent: TestAgent, console: Any, tenant: TenantHandle, runtime: Any, web: MockWeb,  # noqa: F811
         kek_value: str) -> None:
     token = await _token(desk, agent)
     r = await desk.start(agent, token, "Hello?")
