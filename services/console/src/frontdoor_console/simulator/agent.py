@@ -24,7 +24,7 @@ from joserfc.jwk import ECKey
 from .exchange import DecodedJwt, RecordingFetcher, redact_form
 from .identity import SimulatorIdentity
 
-__all__ = ["CLIENT_ASSERTION_TYPE", "DEVICE_CODE", "JWT_BEARER", "SimulatorAgent", "error_of"]
+__all__ = ["CLIENT_ASSERTION_TYPE", "DEVICE_CODE", "JWT_BEARER", "SimulatorAgent", "error_of", "json_of"]
 
 JWT_BEARER: Final = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 DEVICE_CODE: Final = "urn:ietf:params:oauth:grant-type:device_code"
@@ -146,11 +146,16 @@ class SimulatorAgent:
                                                  "DPoP": self.dpop("GET", url.split("?", 1)[0], token)})
 
 
-def _error(result: FetchResult) -> str | None:
+def json_of(body: bytes) -> Any:
+    """An answer's body as JSON, or None when it is not JSON."""
     try:
-        doc = json.loads(result.body)
+        return json.loads(body)
     except ValueError:
         return None
+
+
+def _error(result: FetchResult) -> str | None:
+    doc = json_of(result.body)
     return doc.get("error") if isinstance(doc, dict) else None
 
 

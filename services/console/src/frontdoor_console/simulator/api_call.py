@@ -16,13 +16,12 @@ any other refusal, status or fetch error is a finding.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Final
 from urllib.parse import urljoin
 
 from frontdoor_core.outbound import FetchError, FetchErrorCode, FetchResult
 
-from .agent import SimulatorAgent, error_of
+from .agent import SimulatorAgent, error_of, json_of
 from .challenge import parse_challenges
 from .step import Step, StepFinding
 
@@ -31,13 +30,6 @@ __all__ = ["SIGN_IN_ERRORS", "call_first_api"]
 SIGN_IN_ERRORS: Final = frozenset({"sign_in_required", "insufficient_scope"})
 _APIS_SETTING: Final = "/settings"
 _MCP_ACCEPT: Final = "application/json, text/event-stream"
-
-
-def _json(body: bytes) -> Any:
-    try:
-        return json.loads(body)
-    except ValueError:
-        return None
 
 
 def first_operation(doc: Any, doc_url: str) -> str | None:
@@ -82,9 +74,8 @@ def _outcome(step: Step, result: FetchResult, what: str) -> None:
         step.summary = (f"{what} refused the signed-out Session with {result.status} {error}: a sign-in is needed, "
                         f"as the route says ({challenge}). An agent would ask its user to sign in now.")
         return
-    step.ok = False
     if result.status in (401, 403):
-        step.findings.append(StepFinding(
+        step.fail(StepFinding(
             code=error or "api_refused", source="your API", requirement="PAP-6-03",
             message=f"{what} refused a valid Session Token with its DPoP proof: {result.status} "
                     f"{error or 'without an error code'}" + (f" (WWW-Authenticate: {challenge})" if challenge else "."),
@@ -92,7 +83,7 @@ def _outcome(step: Step, result: FetchResult, what: str) -> None:
                  "DPoP proofs are checked against must match what agents use.",
             doc="sdk.md#refusals", setting=_APIS_SETTING))
         return
-    step.findings.append(StepFinding(
+    step.fail(StepFinding(
         code="api_bad_status", source="your API",
         message=f"{what} answered {result.status}.",
         hint="List in poppy.json only APIs that answer on the public internet, at the URL listed.",
@@ -100,8 +91,7 @@ def _outcome(step: Step, result: FetchResult, what: str) -> None:
 
 
 def _failed_fetch(step: Step, exc: FetchError, what: str) -> None:
-    step.ok = False
-    step.findings.append(StepFinding(
+    step.fail(StepFinding(
         code="not_found" if exc.status == 404 else str(exc.code), source="your API", message=f"{what} could not be reached: {exc}",
         hint="List in poppy.json only APIs that answer over HTTPS on a public address.",
         doc="poppy-json.md#publish-check-findings", setting=_APIS_SETTING))
@@ -117,10 +107,9 @@ async def _call_openapi(step: Step, agent: SimulatorAgent, url: str, token: str)
         step.summary = (f"Your OpenAPI document at {url} is larger than the simulator reads "
                         f"({exc}), so it called no operation; list an MCP server first to have one called.")
         return
-    target = first_operation(_json(listing.body), listing.final_url)
+    target = first_operation(json_of(listing.body), listing.final_url)
     if target is None:
-        step.ok = False
-        step.findings.append(StepFinding(
+        step.fail(StepFinding(
             code="no_get_operation", source="your OpenAPI document",
             message="The OpenAPI document lists no GET operation without path parameters for the simulator to call.",
             hint="List the OpenAPI document itself (PAP-6-01), with its operations under paths.",
@@ -132,13 +121,12 @@ async def _call_openapi(step: Step, agent: SimulatorAgent, url: str, token: str)
 async def _call_mcp(step: Step, agent: SimulatorAgent, url: str, *, issuer: str, token_endpoint: str,
                     session_id: str) -> None:
     answer = await agent.start_session(issuer, token_endpoint, {"resource": url, "session_id": session_id})
-    parsed = _json(answer.body) if answer.status == 200 else None
+    parsed = json_of(answer.body) if answer.status == 200 else None
     doc: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
     token = doc.get("access_token")
     if not isinstance(token, str):
-        step.ok = False
         code = error_of(answer) or f"http_{answer.status}"
-        step.findings.append(StepFinding(
+        step.fail(StepFinding(
             code=code, source="token endpoint", requirement="RFC 8707",
             message=f"The issuer refused a token for your MCP server ({answer.status} {code}).",
             hint="The MCP server's url in your issuer settings must be the one poppy.json lists.",
@@ -149,7 +137,7 @@ async def _call_mcp(step: Step, agent: SimulatorAgent, url: str, *, issuer: str,
                               accept=_MCP_ACCEPT)
     _outcome(step, result, f"MCP tools/list at {url}")
     if step.ok:
-        body = _json(result.body)
+        body = json_of(result.body)
         tools = body.get("result", {}).get("tools") if isinstance(body, dict) else None
         if isinstance(tools, list):
             step.summary += f" {len(tools)} tool(s) listed."

@@ -26,9 +26,8 @@ tenant's simulator's, `frontdoor_operations.ledger.perform_data`).
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 import asyncpg
 import msgspec
@@ -37,7 +36,7 @@ from frontdoor_operations.rules import CallerView
 from frontdoor_sessions import session_store
 from frontdoor_webhooks.endpoints import get_endpoint
 
-from .agent import SimulatorAgent, error_of
+from .agent import SimulatorAgent, error_of, json_of
 from .exchange import Exchange
 from .step import Step, StepFinding
 
@@ -46,13 +45,6 @@ __all__ = ["OperationTarget", "not_chosen", "operation_target", "run_operation"]
 _KINDS_SETTING: Final = "/operation-kinds"
 _WEBHOOKS_SETTING: Final = "/webhooks"
 SUMMARY: Final = "Frontdoor agent simulator test: nothing to perform (approved by the simulator, not by a user)"
-
-
-def _json(body: bytes) -> Any:
-    try:
-        return json.loads(body)
-    except ValueError:
-        return None
 
 
 async def _deliveries(conn: asyncpg.Connection, tenant_id: str, operation_id: str) -> list[Exchange]:
@@ -116,8 +108,7 @@ async def _propose(conn: asyncpg.Connection, step: Step, tenant_id: str, session
         return None
     kind = await _first_performable(conn, tenant_id, all_kinds)
     if kind is None:
-        step.ok = False
-        step.findings.append(StepFinding(
+        step.fail(StepFinding(
             code="perform_endpoint_disabled", source="frontdoor",
             message=f"The perform endpoint of every operation kind ({', '.join(k.name for k in all_kinds)}) is "
                     "disabled, so a confirmed operation could not be performed (agents' confirms answer 503).",
@@ -126,8 +117,7 @@ async def _propose(conn: asyncpg.Connection, step: Step, tenant_id: str, session
         return None
     session = await session_store.find_session(conn, tenant_id, session_id)
     if session is None or not session.live:
-        step.ok = False
-        step.findings.append(StepFinding(
+        step.fail(StepFinding(
             code="session_inactive", source="ledger",
             message="The simulator's Session is no longer live, so nothing can be proposed for it.",
             hint="Run the simulator again.", doc="operations.md#propose--post-v1operations"))
@@ -150,23 +140,21 @@ async def run_operation(step: Step, agent: SimulatorAgent, conn: asyncpg.Connect
     read = await agent.get(url, token)
     if read.status != 200:
         code = error_of(read) or f"http_{read.status}"
-        step.ok = False
-        step.findings.append(StepFinding(
+        step.fail(StepFinding(
             code=code, source="operations endpoint", requirement="OPS-3.2-01",
             message=f"The operations endpoint refused the simulator its own operation ({read.status} {code}).",
             hint="See the exchange above.", doc="operations.md#the-operations-endpoint-what-agents-call"))
         return
     answer = await agent.call(f"{url}/confirm", token, {"revision": op.revision, "approved_by": "user"})
     step.exchanges.extend(await _deliveries(conn, tenant_id, op.id))
-    body = _json(answer.body)
+    body = json_of(answer.body)
     state = body.get("state") if isinstance(body, dict) else None
     result = body.get("result") if isinstance(body, dict) else None
     said = result.get("summary") if isinstance(result, dict) else None
     what = f"Operation {op.id} ({op.kind}) proposed for your company, approved by the simulator"
     if answer.status != 200 or state is None:
         code = error_of(answer) or f"http_{answer.status}"
-        step.ok = False
-        step.findings.append(StepFinding(
+        step.fail(StepFinding(
             code=code, source="operations endpoint",
             message=f"The confirm was refused ({answer.status} {code}).",
             hint="A 403 insufficient_scope means the sign-in lacks the kind's scopes: offer them for Device "
@@ -182,8 +170,7 @@ async def run_operation(step: Step, agent: SimulatorAgent, conn: asyncpg.Connect
     elif state == "in_progress":
         failed = [x for x in step.exchanges if x.method == "POST" and x.error]
         if failed:
-            step.ok = False
-            step.findings.append(StepFinding(
+            step.fail(StepFinding(
                 code=failed[-1].error, source="your perform webhook", requirement="OPS-6-03",
                 message=f"The perform webhook's delivery failed ({failed[-1].error}, status "
                         f"{failed[-1].status}): the outcome is unknown and Frontdoor will retry.",

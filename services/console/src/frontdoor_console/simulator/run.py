@@ -25,7 +25,6 @@ A step that fails says what is wrong and where to fix it; the steps after it do 
 
 from __future__ import annotations
 
-import json
 import secrets
 from datetime import datetime
 from typing import Any, Final
@@ -36,7 +35,7 @@ from frontdoor_tenancy import domain_claims, issuer_profile, issuer_settings
 from frontdoor_tenancy.publish_check import run_publish_check
 from frontdoor_tenancy.scanner import doc_for
 
-from .agent import SimulatorAgent, error_of
+from .agent import SimulatorAgent, error_of, json_of
 from .api_call import call_first_api
 from .exchange import Exchange, RecordingFetcher
 from .identity import SimulatorIdentity
@@ -75,10 +74,9 @@ def _take(http: RecordingFetcher) -> list[Exchange]:
 
 
 def _fetch_failed(step: Step, exc: FetchError) -> None:
-    step.ok = False
-    step.findings.append(StepFinding(code=str(exc.code), message=f"The request could not be made: {exc}",
-                                     hint="Check the issuer base URL Frontdoor is configured with.",
-                                     doc="issuer.md", setting=_SETTINGS))
+    step.fail(StepFinding(code=str(exc.code), message=f"The request could not be made: {exc}",
+                          hint="Check the issuer base URL Frontdoor is configured with.",
+                          doc="issuer.md", setting=_SETTINGS))
 
 
 async def _discover(conn: asyncpg.Connection, step: Step, http: RecordingFetcher, tenant_id: str, *,
@@ -88,8 +86,7 @@ async def _discover(conn: asyncpg.Connection, step: Step, http: RecordingFetcher
     verified = [c for c in claims if c.status == "verified"]
     listed = verified or claims
     if not listed:
-        step.ok = False
-        step.findings.append(StepFinding(
+        step.fail(StepFinding(
             code="no_domain", message="Your account has no domain, so no agent can discover you.",
             hint="Add your domain, verify it, and publish its poppy.json.", doc="domains.md",
             setting=_DOMAINS_SETTING, source="frontdoor"))
@@ -108,10 +105,7 @@ async def _discover(conn: asyncpg.Connection, step: Step, http: RecordingFetcher
 
 
 def _member(body: bytes, name: str) -> str | None:
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        return None
+    doc = json_of(body)
     value = doc.get(name) if isinstance(doc, dict) else None
     return value if isinstance(value, str) else None
 
@@ -134,8 +128,7 @@ async def simulate(conn: asyncpg.Connection, identity: SimulatorIdentity, fetche
     urls = issuer_profile.issuer_urls(base_url, slug)
     stored = await issuer_settings.get_settings(conn, tenant_id)
     if not stored.settings.protocol.serves("0.2"):
-        session.ok = False
-        session.findings.append(StepFinding(
+        session.fail(StepFinding(
             code="session_grant_not_served", source="frontdoor",
             message="Your issuer serves PAP 1.0 only; this slice of the simulator plays a PAP 0.2 Session.",
             hint="Serve 0.2 as well to run the Session steps here.", doc="pap-1.0.md", setting=_SETTINGS))
@@ -152,8 +145,7 @@ async def simulate(conn: asyncpg.Connection, identity: SimulatorIdentity, fetche
     session_id = _member(answer.body, "session_id")
     if token is None or session_id is None:
         code = error_of(answer) or f"http_{answer.status}"
-        session.ok = False
-        session.findings.append(StepFinding(
+        session.fail(StepFinding(
             code=code, source="token endpoint", requirement="PAP-4.5-01",
             message=f"The token endpoint refused the simulator's Session ({answer.status} {code}).",
             hint="Check your agent policy lets the simulator in (its client_id is shown above) and that the "
@@ -206,8 +198,7 @@ async def resume(conn: asyncpg.Connection, run: PendingRun, identity: SimulatorI
     signin = next(s for s in steps if s.key == "signin")
     at = int(now.timestamp())
     if expired(wait, now):
-        signin.ok = False
-        signin.findings.append(StepFinding(
+        signin.fail(StepFinding(
             code="expired_token" if wait.device is not None else "sign_in_not_finished", source="simulator",
             requirement="PAP-4.6" if wait.device is not None else "PAP-4.5",
             message="The sign-in was not finished before its time ran out.",
@@ -258,16 +249,14 @@ async def redeem(conn: asyncpg.Connection, run: PendingRun, identity: SimulatorI
     wait, urls = run.wait, issuer_profile.issuer_urls(base_url, slug)
     assert wait.direct is not None
     if params.get("iss") != urls.issuer:
-        signin.ok = False
-        signin.findings.append(StepFinding(
+        signin.fail(StepFinding(
             code="iss_mismatch", source="authorization endpoint", requirement="RFC 9207",
             message="The redirect back did not carry your issuer's iss, so an agent must not redeem its code.",
             hint="See sign-in.md.", doc="sign-in.md#turning-it-on"))
         return
     if "code" not in params:
         code = params.get("error") or "no_code"
-        signin.ok = False
-        signin.findings.append(StepFinding(
+        signin.fail(StepFinding(
             code=code, source="authorization endpoint", requirement="PAP-4.5",
             message=f"The sign-in came back without a code ({code}).",
             hint="Run the simulator again and allow access on the consent page.",
@@ -324,8 +313,7 @@ async def _sign_out(revoke: Step, refused: Step, agent: SimulatorAgent, *, urls:
     http = agent.http
     account_token = granted.get("refresh_token")
     if not isinstance(account_token, str):
-        revoke.ok = False
-        revoke.findings.append(StepFinding(
+        revoke.fail(StepFinding(
             code="no_account_token", source="token endpoint", requirement="PAP-4.6",
             message="The sign-in answered no refresh_token (the Account Token), so there is nothing to revoke.",
             hint="See the sign-in's exchange above.", doc="sessions.md#revocation"))
@@ -355,8 +343,7 @@ async def _sign_out(revoke: Step, refused: Step, agent: SimulatorAgent, *, urls:
     if answer.status == 400 and found == "invalid_grant":
         refused.ok, refused.summary = True, "Refused: 400 invalid_grant (the sign-in was revoked)."
         return
-    refused.ok = False
-    refused.findings.append(StepFinding(
+    refused.fail(StepFinding(
         code="revoked_token_accepted" if answer.status == 200 else (found or f"http_{answer.status}"),
         source="token endpoint", requirement="PAP-4.9",
         message=f"A refresh with the revoked Account Token answered {answer.status} {found or ''}.",

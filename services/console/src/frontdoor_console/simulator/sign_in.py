@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import secrets
 from typing import Any, Final
 from urllib.parse import urlencode, urlsplit
@@ -36,7 +35,7 @@ from urllib.parse import urlencode, urlsplit
 import msgspec
 from frontdoor_core.outbound import FetchResult
 
-from .agent import SimulatorAgent, error_of
+from .agent import SimulatorAgent, error_of, json_of
 from .step import Step, StepFinding
 
 __all__ = ["DeviceStart", "DirectStart", "PollOutcome", "judge_poll", "judge_redemption", "start_sign_in"]
@@ -73,13 +72,6 @@ class PollOutcome(msgspec.Struct, frozen=True, kw_only=True):
     slow_down: bool = False
 
 
-def _json(body: bytes) -> Any:
-    try:
-        return json.loads(body)
-    except ValueError:
-        return None
-
-
 def _host_allowed(url: str, issuer: str, domains: list[str]) -> bool:
     """PAP-4.6-02: the link's host is the issuer's or a ``poppy_domains`` one, or a subdomain of either."""
     host = (urlsplit(url).hostname or "").lower()
@@ -89,17 +81,16 @@ def _host_allowed(url: str, issuer: str, domains: list[str]) -> bool:
 
 def _refused(step: Step, answer: FetchResult, what: str, hint: str) -> None:
     code = error_of(answer) or f"http_{answer.status}"
-    step.ok = False
-    step.findings.append(StepFinding(code=code, source="device authorization endpoint", requirement="PAP-4.6",
-                                     message=f"{what} ({answer.status} {code}).", hint=hint, doc="sign-in.md#turning-it-on",
-                                     setting=_SETTINGS))
+    step.fail(StepFinding(code=code, source="device authorization endpoint", requirement="PAP-4.6",
+                          message=f"{what} ({answer.status} {code}).", hint=hint, doc="sign-in.md#turning-it-on",
+                          setting=_SETTINGS))
 
 
 async def start_sign_in(step: Step, agent: SimulatorAgent, *, issuer: str, metadata_url: str,
                         device_scopes: list[str], direct_scopes: list[str], redirect_uri: str, run_id: str
                         ) -> DeviceStart | DirectStart | None:
     """Device Sign-In when offered, else Direct Sign-In; None with the step's finding when neither can start."""
-    meta = _json((await agent.http.fetch(metadata_url)).body)
+    meta = json_of((await agent.http.fetch(metadata_url)).body)
     meta = meta if isinstance(meta, dict) else {}
     endpoint = meta.get("device_authorization_endpoint")
     if isinstance(endpoint, str) and endpoint:
@@ -113,8 +104,7 @@ async def start_sign_in(step: Step, agent: SimulatorAgent, *, issuer: str, metad
                  "scope": " ".join(direct_scopes), "state": state, "code_challenge_method": "S256",
                  "code_challenge": challenge}
         if not _host_allowed(authorize, issuer, [d for d in meta.get("poppy_domains") or [] if isinstance(d, str)]):
-            step.ok = False
-            step.findings.append(StepFinding(
+            step.fail(StepFinding(
                 code="authorization_endpoint_foreign_host", source="issuer metadata", requirement="PAP-4.5",
                 message=f"The authorization endpoint {authorize} is on neither your issuer's host nor one of its "
                         "poppy_domains.", hint="See the exchange above.", doc="sign-in.md#turning-it-on"))
@@ -135,7 +125,7 @@ async def start_sign_in(step: Step, agent: SimulatorAgent, *, issuer: str, metad
 async def _start_device(step: Step, agent: SimulatorAgent, meta: dict[str, Any], *, issuer: str, endpoint: str,
                         scopes: list[str]) -> DeviceStart | None:
     answer = await agent.device_authorization(issuer, endpoint, " ".join(scopes))
-    body = _json(answer.body) if answer.status == 200 else None
+    body = json_of(answer.body) if answer.status == 200 else None
     try:
         started = msgspec.convert({"interval": 5, **body}, type=DeviceStart) if isinstance(body, dict) else None
     except msgspec.ValidationError:
@@ -148,8 +138,7 @@ async def _start_device(step: Step, agent: SimulatorAgent, meta: dict[str, Any],
     domains = [d for d in meta.get("poppy_domains") or [] if isinstance(d, str)]
     for link in (started.verification_uri, started.verification_uri_complete):
         if not _host_allowed(link, issuer, domains):
-            step.ok = False
-            step.findings.append(StepFinding(
+            step.fail(StepFinding(
                 code="verification_uri_foreign_host", source="device authorization endpoint",
                 requirement="PAP-4.6-02",
                 message=f"The sign-in link {link} is on neither your issuer's host nor one of its poppy_domains: "
@@ -161,12 +150,11 @@ async def _start_device(step: Step, agent: SimulatorAgent, meta: dict[str, Any],
 
 def judge_redemption(step: Step, answer: FetchResult) -> dict[str, Any] | None:
     """The ``authorization_code`` grant's answer: the token response, or None with the step's finding."""
-    body = _json(answer.body)
+    body = json_of(answer.body)
     if answer.status == 200 and isinstance(body, dict) and isinstance(body.get("access_token"), str):
         return body
     code = error_of(answer) or f"http_{answer.status}"
-    step.ok = False
-    step.findings.append(StepFinding(
+    step.fail(StepFinding(
         code=code, source="token endpoint", requirement="PAP-4.5",
         message=f"The token endpoint refused the authorization code ({answer.status} {code}).",
         hint="See the exchange above.", doc="sign-in.md#turning-it-on", setting=_SETTINGS))
@@ -175,13 +163,12 @@ def judge_redemption(step: Step, answer: FetchResult) -> dict[str, Any] | None:
 
 def judge_poll(step: Step, answer: FetchResult) -> PollOutcome:
     """Step 3, one poll's answer: granted, pending (``slow_down`` noted), or over with its finding."""
-    body = _json(answer.body)
+    body = json_of(answer.body)
     if answer.status == 200 and isinstance(body, dict) and isinstance(body.get("access_token"), str):
         return PollOutcome(granted=body)
     code = error_of(answer) or f"http_{answer.status}"
     if answer.status == 400 and code in _PENDING:
         return PollOutcome(pending=True, slow_down=code == "slow_down")
-    step.ok = False
     doc = "sign-in.md#device-sign-in-as-the-user-sees-it"
     if code == "access_denied":
         message, hint = ("The sign-in was denied (on your consent page or at your login page).",
@@ -193,6 +180,6 @@ def judge_poll(step: Step, answer: FetchResult) -> PollOutcome:
         message, hint = (f"The token endpoint refused the device_code grant ({answer.status} {code}).",
                          "See the exchange above.")
         doc = "sign-in.md#what-the-agent-does-meanwhile"
-    step.findings.append(StepFinding(code=code, source="token endpoint", requirement="PAP-4.6", message=message,
-                                     hint=hint, doc=doc, setting=_SETTINGS))
+    step.fail(StepFinding(code=code, source="token endpoint", requirement="PAP-4.6", message=message, hint=hint,
+                          doc=doc, setting=_SETTINGS))
     return PollOutcome()

@@ -31,6 +31,11 @@ class Step(msgspec.Struct, kw_only=True):
     exchanges: list[Exchange] = msgspec.field(default_factory=list)
     findings: list[StepFinding] = msgspec.field(default_factory=list)
 
+    def fail(self, finding: StepFinding) -> None:
+        """The step failed, for ``finding`` (a finding alone, without ``ok`` false, is informational)."""
+        self.ok = False
+        self.findings.append(finding)
+
     @property
     def duration_ms(self) -> float:
         """The time the step's requests took."""
