@@ -12,7 +12,6 @@
 - :mod:`.retention`: forgetting events past each tenant's ``retention_days`` (a beat job).
 - :mod:`.wakeups`: waking long polls and streams across processes through Redis, and the
   company's display-only text deltas.
-- :mod:`.readers`: a process's readers waiting by key (the wake-ups' and the inbox streams').
 """
 
 from .rules import MAX_MESSAGE_BYTES, MAX_WAIT_SECONDS, PAGE_SIZE, Caller, IncomingMessage, parse_message, parse_wait

@@ -21,9 +21,8 @@ import msgspec
 import redis.asyncio as aioredis
 import structlog
 from frontdoor_core.channel_listener import ChannelListener
+from frontdoor_core.readers import ReaderRegistry
 from frontdoor_core.redis_keys import shard
-
-from .readers import ReaderRegistry
 
 __all__ = ["CHANNEL", "DELTA_TTL_SECONDS", "ConversationWaiters", "Subscription", "publish_changed",
            "publish_delta", "recent_deltas"]

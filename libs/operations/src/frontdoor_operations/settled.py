@@ -15,6 +15,7 @@ from typing import Any, Final
 import redis.asyncio as aioredis
 import structlog
 from frontdoor_core.channel_listener import ChannelListener
+from frontdoor_core.readers import ReaderRegistry
 
 __all__ = ["CHANNEL", "OutcomeWaiters", "publish_settled"]
 
@@ -30,11 +31,18 @@ async def publish_settled(redis: aioredis.Redis, operation_id: str) -> None:
         _log.warning("operations.settled_publish_failed")
 
 
+class _Waiter:
+    """One confirm waiting for its operation's outcome."""
+
+    def __init__(self) -> None:
+        self.changed = asyncio.Event()
+
+
 class OutcomeWaiters:
     """One process's waiters, woken by the channel or directly by this process."""
 
     def __init__(self, redis: aioredis.Redis) -> None:
-        self._waiting: dict[str, set[asyncio.Event]] = {}
+        self._waiting: ReaderRegistry[_Waiter] = ReaderRegistry(_Waiter)
         self._listener = ChannelListener(redis, CHANNEL, self._on_message, name="operations-settled-listener",
                                          log=_log, retry_event="operations.settled_listener_retry")
 
@@ -51,22 +59,14 @@ class OutcomeWaiters:
 
     def wake(self, operation_id: str) -> None:
         """Wake this process's waiters on ``operation_id``."""
-        for event in self._waiting.get(operation_id, ()):
-            event.set()
+        self._waiting.wake(operation_id)
 
     async def wait(self, operation_id: str, timeout: float) -> bool:  # noqa: ASYNC109 - a budget, not I/O
         """Wait up to ``timeout`` seconds for ``operation_id``'s outcome; True if woken."""
-        event = asyncio.Event()
-        self._waiting.setdefault(operation_id, set()).add(event)
-        try:
-            async with asyncio.timeout(timeout):
-                await event.wait()
-            return True
-        except TimeoutError:
-            return False
-        finally:
-            waiters = self._waiting.get(operation_id)
-            if waiters is not None:
-                waiters.discard(event)
-                if not waiters:
-                    del self._waiting[operation_id]
+        with self._waiting.subscribe(operation_id) as waiter:
+            try:
+                async with asyncio.timeout(timeout):
+                    await waiter.changed.wait()
+                return True
+            except TimeoutError:
+                return False

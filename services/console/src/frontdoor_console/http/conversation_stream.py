@@ -36,10 +36,10 @@ from typing import Any, Final
 import msgspec
 import redis.asyncio as aioredis
 from frontdoor_conversations import inbox
-from frontdoor_conversations.readers import ReaderRegistry
 from frontdoor_conversations.wakeups import CHANNEL
 from frontdoor_core.channel_listener import ChannelListener
 from frontdoor_core.logging import get_logger
+from frontdoor_core.readers import ReaderRegistry
 from frontdoor_core.redis_keys import shard
 from frontdoor_httpkit import ShutdownNotice, shutdown_notice
 from litestar import Response, get

@@ -1,13 +1,15 @@
-"""`ReaderRegistry`, the one shape of the ledger's conversation waiters and the inbox's streams:
-readers are woken by their key only, all at once when the process stops, and a key leaves the
-registry with its last reader."""
+"""`ReaderRegistry`, the one shape of the ledger's conversation waiters, the inbox's streams and
+the confirms waiting for an outcome: readers are woken by their key only, all at once when the
+process stops, and a key leaves the registry with its last reader."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
-from frontdoor_conversations.readers import ReaderRegistry
 from frontdoor_conversations.wakeups import Subscription
+from frontdoor_core.readers import ReaderRegistry
+from frontdoor_operations.settled import OutcomeWaiters
 
 
 class _Reader:
@@ -43,3 +45,19 @@ async def test_a_reader_leaves_even_when_its_block_fails() -> None:
         pass
     assert len(registry) == 0
     registry.wake("k")  # nobody left: nothing to wake, no error
+
+
+async def test_a_confirm_waits_for_its_own_operation_only_and_leaves_when_done() -> None:
+    waiters = OutcomeWaiters(redis=None)  # type: ignore[arg-type]  # never started: woken directly
+    mine = asyncio.create_task(waiters.wait("op_1", timeout=30))
+    other = asyncio.create_task(waiters.wait("op_2", timeout=30))
+    while len(waiters._waiting) < 2:
+        await asyncio.sleep(0)
+    waiters.wake("op_1")
+    assert await mine is True and not other.done()
+    assert waiters._waiting.of("op_1") == () and len(waiters._waiting) == 1
+    assert await waiters.wait("op_3", timeout=0) is False  # its budget spent: not woken
+    other.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await other
+    assert len(waiters._waiting) == 0  # no key kept, even for a cancelled wait

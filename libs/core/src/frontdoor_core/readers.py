@@ -1,10 +1,13 @@
-"""A process's readers waiting for news, by key: long polls and streams register, writers wake.
+"""A process's readers waiting for news, by key: waiters register, writers wake.
 
-The one shape behind the ledger's conversation waiters (`.wakeups.ConversationWaiters`,
-keyed ``{tenant}:{conversation}``) and the dashboard's inbox streams (keyed by tenant, or by
-``{tenant}:{conversation}``): a reader registers before it reads, is woken by key, and leaves
-when its block ends, taking its key with it once no reader is left (so a process holding
-many short-lived readers keeps no empty sets).
+The one shape behind the ledger's conversation waiters
+(`frontdoor_conversations.wakeups.ConversationWaiters`, keyed ``{tenant}:{conversation}``),
+the dashboard's inbox streams (keyed by tenant, or by ``{tenant}:{conversation}``) and the
+confirms waiting for an operation's outcome (`frontdoor_operations.settled.OutcomeWaiters`,
+keyed by operation ID): a reader registers before it reads, is woken by key, and leaves when
+its block ends, taking its key with it once no reader is left (so a process holding many
+short-lived readers keeps no empty sets). Cross-process wake-ups reach it through
+`.channel_listener`.
 """
 
 from __future__ import annotations
