@@ -568,6 +568,19 @@ def page_csrf(page: str) -> str:
     return token.group(1)
 
 
+async def signed_in_waiting(console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], t: TenantHandle,
+                            dns: LocalDNS, web: MockWeb, clock: ShiftableClock, account: str) -> tuple[str, str]:
+    """A run whose user signed in on the device, not continued yet (the poll interval past): (run id, CSRF token)."""
+    key, _ = await ready(console, issuer, t, dns, web)
+    started = await run(console, t)
+    rid = waiting_run(started.text)
+    await user_signs_in(issuer, t, user_code(started.text), key, account)
+    await sign_in(console, t.email)
+    csrf_token = page_csrf((await console.get("/simulator")).text)
+    clock.advance(seconds=6)
+    return rid, csrf_token
+
+
 async def continue_inside(console: AsyncTestClient[Any], run_id: str, csrf_token: str) -> httpx.Response:
     """Another continue of ``run_id``, sent from inside the console app's own event loop while a request is in
     flight there (the test client runs the app on a loop of its own and sends one request at a time)."""
@@ -585,13 +598,7 @@ async def test_two_continues_at_once_poll_once(
     nothing; the lock stays the first's until it ends, and the run is recorded once."""
     from frontdoor_console.http.deps import ctx_of
 
-    key, _ = await ready(console, issuer, tenant, dns, web)
-    started = await run(console, tenant)
-    rid = waiting_run(started.text)
-    await user_signs_in(issuer, tenant, user_code(started.text), key, "acct_test_gus")
-    await sign_in(console, tenant.email)
-    csrf_token = page_csrf((await console.get("/simulator")).text)
-    clock.advance(seconds=6)
+    rid, csrf_token = await signed_in_waiting(console, issuer, tenant, dns, web, clock, "acct_test_gus")
     token_url = httpx.URL(f"{tenant.issuer}/oauth/token")
     forward = web.handlers[(token_url.host, token_url.path)]
     lock_key = f"sim:pending:{shard(tenant.id)}:{rid}:lock"
@@ -659,13 +666,7 @@ async def test_a_continue_that_read_the_run_before_another_finished_it_reads_it_
     continue had finished the run, finds it over and never polls the used device_code."""
     from frontdoor_console.simulator import PendingRuns
 
-    key, _ = await ready(console, issuer, tenant, dns, web)
-    started = await run(console, tenant)
-    rid = waiting_run(started.text)
-    await user_signs_in(issuer, tenant, user_code(started.text), key, "acct_test_hal")
-    await sign_in(console, tenant.email)
-    csrf_token = page_csrf((await console.get("/simulator")).text)
-    clock.advance(seconds=6)
+    rid, csrf_token = await signed_in_waiting(console, issuer, tenant, dns, web, clock, "acct_test_hal")
     lock = PendingRuns.lock
     first: list[httpx.Response] = []
 
