@@ -66,6 +66,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--concurrency", type=int, default=4, help="HTTP requests in flight")
     p.add_argument("--rounds", type=int, default=3, help="alternating measurement rounds of each stack")
     p.add_argument("--explain", action="store_true", help="print every hot query's plan on the big data")
+    p.add_argument("--per-query", action="store_true",
+                   help="also time each of the dashboard overview's five queries on its own (alternating as the rest)")
+    p.add_argument("--buffers", action="store_true",
+                   help="EXPLAIN (ANALYZE, BUFFERS) each overview query on both stacks (custom and generic plan)"
+                        " and print the buffers touched side by side")
     return p.parse_args(argv)
 
 
@@ -205,13 +210,12 @@ async def measure(probe: Probe, args: argparse.Namespace) -> dict[str, tuple[Sum
             if won is None:
                 raise RuntimeError(f"confirm of {operation_id} did not win: {op.state}")
 
+    queries = overview_queries(tenant.id, now)
+
     async def overview_page(_: int) -> None:
         async with probe.pool.acquire() as conn:
-            await overview.delivery_health(conn, tenant.id, now=now)
-            await overview.failed_attempts_by_day(conn, tenant.id, since=now - timedelta(days=30))
-            await overview.daily_operations(conn, tenant.id, since=now - timedelta(days=30))
-            await overview.count_by_state(conn, tenant.id, since=now - timedelta(days=1))
-            await overview.count_stuck(conn, tenant.id, now=now)
+            for query in queries.values():
+                await query(conn)
 
     async def list_pages(_: int) -> None:
         async with probe.pool.acquire() as conn:
@@ -224,24 +228,151 @@ async def measure(probe: Probe, args: argparse.Namespace) -> dict[str, tuple[Sum
     for name, call in (("confirm (SQL)", confirm), ("dashboard overview", overview_page),
                        ("dashboard lists", list_pages)):
         out[name] = (await _in_process(args.calls, call), None, 0)
+    if getattr(args, "per_query", False):
+        for name, query in queries.items():
+            async def one(_: int, query: Callable[[Any], Awaitable[Any]] = query) -> None:
+                async with probe.pool.acquire() as conn:
+                    await query(conn)
+
+            out[f"  {name}"] = (await _in_process(args.calls, one), None, 0)
     return out
+
+
+def overview_queries(tenant_id: str, now: datetime) -> dict[str, Callable[[Any], Awaitable[Any]]]:
+    """The dashboard overview's five repository calls, by name, each taking a connection."""
+    from frontdoor_operations import overview
+
+    return {
+        "delivery_health": lambda conn: overview.delivery_health(conn, tenant_id, now=now),
+        "failed_attempts_by_day": lambda conn: overview.failed_attempts_by_day(conn, tenant_id,
+                                                                               since=now - timedelta(days=30)),
+        "daily_operations": lambda conn: overview.daily_operations(conn, tenant_id, since=now - timedelta(days=30)),
+        "count_by_state": lambda conn: overview.count_by_state(conn, tenant_id, since=now - timedelta(days=1)),
+        "count_stuck": lambda conn: overview.count_stuck(conn, tenant_id, now=now),
+    }
+
+
+class _Analyzing:
+    """An asyncpg connection stand-in: each statement runs under ``EXPLAIN (ANALYZE, BUFFERS)``, then for real.
+
+    With ``generic`` the statement is PREPAREd and EXECUTEd under ``plan_cache_mode =
+    force_generic_plan``: the plan the services' pool settles on once asyncpg's prepared
+    statement has run five times (when its cost is not above the custom plans'), planned
+    without the arguments' values.
+    """
+
+    def __init__(self, conn: Any, generic: bool) -> None:
+        self.conn, self.generic = conn, generic
+        self.plans: list[dict[str, Any]] = []
+
+    @staticmethod
+    def _literal(value: Any) -> str:
+        if isinstance(value, datetime):
+            return f"'{value.isoformat()}'::timestamptz"
+        if isinstance(value, str):
+            return "'" + value.replace("'", "''") + "'"
+        if isinstance(value, int | float):
+            return repr(value)
+        raise TypeError(f"no literal for {type(value).__name__}")
+
+    async def _explain(self, sql: str, args: tuple[Any, ...]) -> None:
+        options = "ANALYZE, BUFFERS, FORMAT JSON"
+        if self.generic:
+            await self.conn.execute(f"PREPARE bench_q AS {sql}")
+            await self.conn.execute("SET plan_cache_mode = force_generic_plan")
+            try:
+                params = ", ".join(self._literal(a) for a in args)
+                await self.conn.fetchval(f"EXPLAIN ({options}) EXECUTE bench_q({params})")  # warm: plan cached
+                raw = await self.conn.fetchval(f"EXPLAIN ({options}) EXECUTE bench_q({params})")
+            finally:
+                await self.conn.execute("RESET plan_cache_mode")
+                await self.conn.execute("DEALLOCATE bench_q")
+        else:
+            await self.conn.fetchval(f"EXPLAIN ({options}) {sql}", *args)  # warm: catalog caches
+            raw = await self.conn.fetchval(f"EXPLAIN ({options}) {sql}", *args)
+        doc = json.loads(raw) if isinstance(raw, str) else raw
+        self.plans.append(doc[0])
+
+    async def fetch(self, sql: str, *args: Any) -> Any:
+        await self._explain(sql, args)
+        return await self.conn.fetch(sql, *args)
+
+    async def fetchrow(self, sql: str, *args: Any) -> Any:
+        await self._explain(sql, args)
+        return await self.conn.fetchrow(sql, *args)
+
+    async def fetchval(self, sql: str, *args: Any) -> Any:
+        await self._explain(sql, args)
+        return await self.conn.fetchval(sql, *args)
+
+
+def _plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    stack, out = [plan], []
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(reversed(node.get("Plans", [])))
+    return out
+
+
+def _scans(plan: dict[str, Any]) -> str:
+    """Each scan node: its type, relation or index, rows x loops, shared buffers hit + read."""
+    parts = []
+    for node in _plan_nodes(plan):
+        if "Relation Name" not in node and "Index Name" not in node:
+            continue
+        target = node.get("Index Name") or node.get("Relation Name")
+        kind = node["Node Type"].replace(" Scan", "").replace("Index Only", "IOS").replace("Bitmap Index", "BIS")
+        bufs = node.get("Shared Hit Blocks", 0) + node.get("Shared Read Blocks", 0)
+        parts.append(f"{kind} {target} {node.get('Actual Rows', 0):.0f}x{node.get('Actual Loops', 0)} b{bufs}")
+    return "; ".join(parts)
+
+
+async def explain_buffers(probes: dict[str, Probe]) -> list[str]:
+    """Each overview query under EXPLAIN (ANALYZE, BUFFERS) on each stack: buffers, planning and execution time."""
+    now = datetime.now(UTC)
+    lines = [f"{'query':<24} {'plan':<8}" + "".join(f" {label + ' buffers':>18} {'plan/exec ms':>13}"
+                                                     for label in probes)]
+    details: list[str] = []
+    for generic in (False, True):
+        found: dict[str, list[dict[str, Any]]] = {}
+        for probe in probes.values():
+            for name, query in overview_queries(probe._tenant.id, now).items():
+                async with probe.pool.acquire() as conn:
+                    analyzing = _Analyzing(conn, generic)
+                    await query(analyzing)
+                found.setdefault(name, []).extend(analyzing.plans)
+        kind = "generic" if generic else "custom"
+        for name, plans in found.items():
+            row = f"{name:<24} {kind:<8}"
+            for label, doc in zip(probes, plans, strict=True):
+                top = doc["Plan"]
+                bufs = top.get("Shared Hit Blocks", 0) + top.get("Shared Read Blocks", 0)
+                planning = doc.get("Planning", {})
+                pbufs = planning.get("Shared Hit Blocks", 0) + planning.get("Shared Read Blocks", 0)
+                row += (f" {bufs:>10} (+{pbufs:>4}p) {doc.get('Planning Time', 0):>6.3f}/"
+                        f"{doc.get('Execution Time', 0):<6.3f}")
+                details.append(f"    [{kind} {label}] {name}: {_scans(top)}")
+            lines.append(row)
+    return [*lines, "  scan nodes (rows x loops, buffers):", *details]
 
 
 def report(base: dict[str, tuple[Summary, float | None, int]], large: dict[str, tuple[Summary, float | None, int]],
            size: dict[str, int], ratios: dict[str, float] | None = None) -> tuple[list[str], bool, int]:
     """Side by side; ``ratios`` (median of per-round ratios) when given, else large p50 / base p50."""
     many = f"{size['tenants']:,} tenants p50"
-    lines = [f"{'path':<20} {'1 tenant p50':>13} {'p99':>9}   {many:>18} {'p99':>9}"
+    lines = [f"{'path':<24} {'1 tenant p50':>13} {'p99':>9}   {many:>18} {'p99':>9}"
              f"   {'ratio p50':>9}  {'issuer CPU/req':>18}"]
     met, errors = True, 0
     for name, (b, b_cpu, b_err) in base.items():
         big, l_cpu, l_err = large[name]
         ratio = ratios[name] if ratios is not None else big.p50_ms / b.p50_ms if b.p50_ms else float("inf")
         ok = ratio <= TARGET_RATIO
-        met &= ok
+        if not name.startswith(" "):  # the overview's queries one by one (--per-query) are a breakdown
+            met &= ok
         errors += b_err + l_err
         cpu = f"{b_cpu:.2f} -> {l_cpu:.2f} ms" if b_cpu is not None and l_cpu is not None else ""
-        lines.append(f"{name:<20} {fmt_ms(b.p50_ms):>13} {fmt_ms(b.p99_ms):>9}   {fmt_ms(big.p50_ms):>18}"
+        lines.append(f"{name:<24} {fmt_ms(b.p50_ms):>13} {fmt_ms(b.p99_ms):>9}   {fmt_ms(big.p50_ms):>18}"
                      f" {fmt_ms(big.p99_ms):>9}   {ratio:>8.2f}x  {cpu:>18}  {'ok' if ok else 'ABOVE 1.2'}")
     return lines, met, errors
 
@@ -358,6 +489,10 @@ async def run(small: Stack, large: Stack, args: argparse.Namespace) -> int:
     lines, met, errors = report(combine(base_rounds), combine(large_rounds), size, ratios)
     print("\n".join(lines))
     print(f"target: every ratio <= {TARGET_RATIO} ({'met' if met else 'MISSED'}); errors {errors}")
+    if args.buffers:
+        print("overview queries under EXPLAIN (ANALYZE, BUFFERS): shared buffers hit + read by the executor"
+              " (+ by the planner), planning / execution ms")
+        print("\n".join(await explain_buffers({"1 tenant": base_probe, f"{size['tenants']:,} tenants": large_probe})))
     if args.explain:
         print("\n".join(await explain(large_probe)))
     await base_probe.pool.close()

@@ -80,7 +80,10 @@ async def list_filtered(conn: asyncpg.Connection, tenant_id: str, filters: ListF
 
 
 async def count_by_state(conn: asyncpg.Connection, tenant_id: str, *, since: datetime) -> dict[str, int]:
-    """How many operations created since ``since`` are in each state (every state present, zeros included)."""
+    """How many operations created since ``since`` are in each state (every state present, zeros included).
+
+    An index-only range of ``operations_recent_states``, which includes the state.
+    """
     rows = await conn.fetch("SELECT state, count(*) AS n FROM operations WHERE tenant_id = $1 AND created_at >= $2"
                             " GROUP BY state", tenant_id, since)
     found = {r["state"]: int(r["n"]) for r in rows}
@@ -88,10 +91,18 @@ async def count_by_state(conn: asyncpg.Connection, tenant_id: str, *, since: dat
 
 
 async def count_stuck(conn: asyncpg.Connection, tenant_id: str, *, now: datetime) -> int:
-    """How many operations are stuck in progress now."""
+    """How many operations are stuck in progress now (see `is_stuck`).
+
+    Two disjoint counts, each a short index range: confirmed before the cut-off
+    (``operations_in_progress``, index-only), and flagged for attention but not counted by
+    the first (``operations_attention``). One ``attention IS NOT NULL OR confirmed_at <= $2``
+    would read every operation in progress of the tenant.
+    """
     return int(await conn.fetchval(
-        "SELECT count(*) FROM operations WHERE tenant_id = $1 AND state = 'in_progress'"
-        " AND (attention IS NOT NULL OR confirmed_at <= $2)", tenant_id, now - STUCK_AFTER))
+        "SELECT (SELECT count(*) FROM operations WHERE tenant_id = $1 AND state = 'in_progress'"
+        "   AND confirmed_at <= $2)"
+        " + (SELECT count(*) FROM operations WHERE tenant_id = $1 AND state = 'in_progress'"
+        "   AND attention IS NOT NULL AND (confirmed_at IS NULL OR confirmed_at > $2))", tenant_id, now - STUCK_AFTER))
 
 
 async def kinds_in_use(conn: asyncpg.Connection, tenant_id: str) -> set[str]:
@@ -152,7 +163,10 @@ class DailyOperations(msgspec.Struct, frozen=True, kw_only=True):
 
 
 async def daily_operations(conn: asyncpg.Connection, tenant_id: str, *, since: datetime) -> dict[date, DailyOperations]:
-    """Operations created per UTC day since ``since`` (days without one omitted); a range of ``operations_recent``."""
+    """Operations created per UTC day since ``since`` (days without one omitted).
+
+    An index-only range of ``operations_recent_states`` (the state is in the index).
+    """
     rows = await conn.fetch(
         "SELECT (date_trunc('day', created_at AT TIME ZONE 'UTC'))::date AS day, count(*) AS proposed,"
         " count(*) FILTER (WHERE state = 'succeeded') AS succeeded, count(*) FILTER (WHERE state = 'failed') AS failed"
