@@ -550,9 +550,10 @@ def test_service_image_installs_exactly_what_its_pyproject_needs(name: str) -> N
 def test_http_service_command_port_and_probe(name: str) -> None:
     port = HTTP_SERVICES[name]
     final = dockerfile(SERVICE_DOCKERFILES[name]).final
-    # The issuer's launcher execs granian with FRONTDOOR_ISSUER_WORKERS workers (frontdoor_issuer.serve).
-    expected = (["python", "-m", "frontdoor_issuer.serve", "--host", "0.0.0.0", "--port", str(port)]
-                if name == "issuer" else
+    # The issuer's and the ledger's launchers exec granian with FRONTDOOR_ISSUER_WORKERS /
+    # FRONTDOOR_LEDGER_WORKERS workers (frontdoor_issuer.serve, frontdoor_ledger.serve).
+    expected = (["python", "-m", f"frontdoor_{name}.serve", "--host", "0.0.0.0", "--port", str(port)]
+                if name in ("issuer", "ledger") else
                 ["granian", "--interface", "asgi", "--host", "0.0.0.0", "--port", str(port), f"frontdoor_{name}.asgi:app"])
     assert json.loads(final.last("CMD") or "null") == expected
     assert final.last("EXPOSE") == str(port)

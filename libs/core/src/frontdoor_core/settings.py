@@ -72,6 +72,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     ledger_port: Annotated[int, _doc("`make run`: ledger port (and its base URL, unless `FRONTDOOR_LEDGER_BASE_URL` is set).")] = 8002
     example_port: Annotated[int, _doc("`make run`: the example company (Northwind) port.")] = 8003
     issuer_workers: Annotated[int, _doc("Worker processes of the issuer under granian (`make run`, the container image, so the Helm chart and compose too). 0: one per CPU the process may use (its CPU affinity, capped by a cgroup CPU quota such as a Kubernetes CPU limit). Everything a request relies on across workers lives in PostgreSQL or Redis (replay claims, rate limits, codes) or is stateless (DPoP nonces); each worker keeps its own short caches (tenants, signing keys, agent metadata).")] = 0
+    ledger_workers: Annotated[int, _doc("Worker processes of the ledger under granian (`make run`, the container image, so the Helm chart and compose too). 0: one per CPU the process may use (its CPU affinity, capped by a cgroup CPU quota such as a Kubernetes CPU limit). Everything a confirm relies on across workers lives in PostgreSQL or Redis (the compare-and-set, the perform lease, rate limits, DPoP `jti` claims, the settled-outcome and conversation wake-ups on Redis channels); each worker keeps its own short caches (tenants, conversation settings, agent metadata, verified signatures).")] = 0
     db_pool_min: Annotated[int, _doc("Minimum PostgreSQL connections per process.")] = 1
     db_pool_max: Annotated[int, _doc("Maximum PostgreSQL connections per process.")] = 10
     log_level: Annotated[Literal["debug", "info", "warning", "error"], _doc("Log level (`debug`, `info`, `warning`, `error`).")] = "info"
@@ -238,6 +239,8 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
                                 f" {ENV_NAMES['celery_broker_url']} to a single Redis")
     if settings.issuer_workers < 0:
         raise SettingsError(f"{ENV_NAMES['issuer_workers']}: not a number of workers (0: one per CPU)")
+    if settings.ledger_workers < 0:
+        raise SettingsError(f"{ENV_NAMES['ledger_workers']}: not a number of workers (0: one per CPU)")
     if not 0 <= settings.metrics_port <= 65535:
         raise SettingsError(f"{ENV_NAMES['metrics_port']}: not a port (0 turns the listener off)")
     if settings.docs_base_url and not (settings.docs_base_url.endswith("/")

@@ -122,7 +122,9 @@ def process_table(settings: Settings) -> list[Process]:
         # granian with FRONTDOOR_ISSUER_WORKERS workers (default: one per CPU; one per replica when replicated)
         Process("issuer", [py, "-m", "frontdoor_issuer.serve", "--host", "127.0.0.1", "--port", "{port}"],
                 settings.issuer_port),
-        Process("ledger", asgi("ledger"), settings.ledger_port),
+        # granian with FRONTDOOR_LEDGER_WORKERS workers (default: one per CPU; one per replica when replicated)
+        Process("ledger", [py, "-m", "frontdoor_ledger.serve", "--host", "127.0.0.1", "--port", "{port}"],
+                settings.ledger_port),
         # The dispatcher: the deliverer (deliveries and retries, straight from PostgreSQL; one per
         # replica), and beat with a Celery worker for the periodic jobs (sweeps, retention, metering).
         Process("deliverer", [py, "-m", "frontdoor_dispatcher.deliverer"]),
@@ -262,9 +264,10 @@ def main() -> int:
         if with_oidc:
             oidc = _start_oidc_demo(stack, settings, data_dir, logs)
         if replicas > 1:
-            # Behind the load balancer: its X-Forwarded-For names the client; one issuer worker each.
+            # Behind the load balancer: its X-Forwarded-For names the client; one issuer and one ledger worker each.
             env.setdefault(ENV_NAMES["trusted_proxies"], "127.0.0.1/32")
             env.setdefault(ENV_NAMES["issuer_workers"], "1")
+            env.setdefault(ENV_NAMES["ledger_workers"], "1")
         table = expand(process_table(settings), replicas)
         for proc in table:
             stack.spawn(proc.name, proc.argv, env, log_path(logs, proc))
