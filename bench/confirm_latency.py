@@ -2,17 +2,23 @@
 HTTP round trip measured in the same run.
 
 Stack: embedded PostgreSQL and Redis, the issuer under granian (one worker) and the ledger
-under granian (``--workers``, default one, as ``make run`` starts it; printed), a company receiver on loopback in its own process (``bench/_receiver.py``: raw
-asyncio HTTP/1.1, checks each signature) answering ``{"outcome": "succeeded"}``. Operations are proposed through the ledger API before the
+under granian (``--workers``, default what ``make run`` starts: ``FRONTDOOR_LEDGER_WORKERS``,
+0 = one per CPU; printed), a company receiver on loopback in its own process
+(``bench/_receiver.py``: raw asyncio HTTP/1.1, checks each signature) answering
+``{"outcome": "succeeded"}``. Operations are proposed through the ledger API before the
 timed window, each for its own signed-out Session (no scopes needed). Then confirms are
-sent at ``--rate`` per second (DPoP-signed beforehand); for each, the latency is the time
-from sending the confirm to the receiver reading the perform webhook for that operation.
+sent at ``--rate`` per second (DPoP-signed beforehand): first ``--warmup`` of them, reported
+apart (a fresh ledger opens its PostgreSQL connections and prepares its statements under
+them: at 200/s that burst alone was the p99), then straight on at the same rate the
+``--operations`` of the timed window; for each, the latency is the time from sending the
+confirm to the receiver reading the perform webhook for that operation.
 
 Baseline: the same HTTP client POSTing an empty body to the same receiver (one round trip).
 Quality bar: p50 ≤ 5 ms and p99 ≤ 20 ms at 200 confirms/s, and the fast path's outcome in
 the confirm's own answer (``succeeded``, not ``in_progress``) for ≥ 99 % of them.
 
-    python bench/confirm_latency.py [--operations 1000] [--rate 200] [--workers 1] [--profile]
+    python bench/confirm_latency.py [--operations 1000] [--rate 200] [--warmup 200] [--workers N]
+                                    [--timeline FILE] [--profile]
 
 ``--profile`` samples the ledger's processes with py-spy (``$PY_SPY`` or on ``PATH``) during
 the timed window and prints where its samples went (``BENCH_KEEP_PROFILE=file`` keeps the
@@ -70,19 +76,48 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--operations", type=int, default=1000)
     p.add_argument("--rate", type=float, default=200.0, help="confirms per second")
-    p.add_argument("--workers", type=int, default=1,
-                   help="the ledger's granian workers (default 1, as `make run` starts the ledger)")
+    p.add_argument("--warmup", type=int, default=200,
+                   help="confirms sent at the rate before the timed window, reported apart (default 200)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="the ledger's granian workers (default: what `make run` starts, FRONTDOOR_LEDGER_WORKERS, "
+                        "0 = one per CPU)")
+    p.add_argument("--timeline", metavar="FILE",
+                   help="write one JSON line per confirm (scheduled, sent, answered, webhook received: seconds "
+                        "from the first confirm; warm-up ones marked) to see where the slow ones fall")
     p.add_argument("--profile", action="store_true",
                    help="sample the ledger with py-spy during the timed window ($PY_SPY or PATH)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.warmup < 0 or args.operations < 1 or args.rate <= 0:
+        p.error("--operations >= 1, --warmup >= 0, --rate > 0")
+    if args.workers is None:
+        args.workers = make_run_workers(os.environ)
+    return args
+
+
+def make_run_workers(environ: dict[str, str] | os._Environ[str]) -> int:
+    """The ledger's workers as ``make run`` starts them: FRONTDOOR_LEDGER_WORKERS, 0 = one per CPU."""
+    from frontdoor_core.settings import ENV_NAMES
+
+    raw = environ.get(ENV_NAMES["ledger_workers"], "0").strip() or "0"
+    configured = int(raw)
+    try:
+        from frontdoor_ledger.serve import worker_count
+    except ImportError:  # a ledger from before the launcher (an A/B run): granian's one per CPU
+        return configured if configured > 0 else (len(os.sched_getaffinity(0)) or 1)
+    return worker_count(configured)
 
 
 def start_ledger(stack: Stack, ledger_url: str, workers: int = 1) -> subprocess.Popen[bytes]:
-    granian = str(Path(sys.executable).with_name("granian"))
+    port = int(ledger_url.rsplit(":", 1)[1])
+    try:  # the command line `make run` and the image use (frontdoor_ledger.serve)
+        from frontdoor_ledger.serve import granian_argv
+        argv = granian_argv("127.0.0.1", port, workers)
+    except ImportError:  # a ledger from before the launcher (an A/B run)
+        argv = [sys.executable, "-m", "granian", "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port),
+                "--workers", str(workers), "--no-ws", "frontdoor_ledger.asgi:app"]
     log = open(stack.root / "ledger.log", "ab")  # noqa: SIM115 - handed to the child
     proc = subprocess.Popen(
-        [granian, "--interface", "asgi", "--host", "127.0.0.1", "--port", ledger_url.rsplit(":", 1)[1],
-         "--workers", str(workers), "--no-ws", "frontdoor_ledger.asgi:app"],
+        argv,
         env={**stack.issuer_env(), "FRONTDOOR_LEDGER_BASE_URL": ledger_url}, stdout=log, stderr=log,
         stdin=subprocess.DEVNULL, start_new_session=True)
     log.close()
@@ -131,7 +166,7 @@ async def measure(stack: Stack, agent: Agent, receiver: Receiver, ledger_url: st
     async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=64)) as http:
         # Before the window: a Session and a proposal per operation.
         prepared = []
-        for i in range(args.operations):
+        for i in range(args.warmup + args.operations):
             body, headers = agent.token_request(issuer, f"bench-user-{i}")
             session = (await http.post(f"{issuer}/oauth/token", content=body, headers={**FORM_HEADERS, **headers}))
             session.raise_for_status()
@@ -156,6 +191,7 @@ async def measure(stack: Stack, agent: Agent, receiver: Receiver, ledger_url: st
         round_trips: list[float] = []
         states: dict[str, int] = {}
         sent_at: dict[str, float] = {}
+        answered_at: dict[str, float] = {}
 
         # The timed confirms go over a lean loopback client (bench/_loopback_client.py): httpx
         # cost this process more CPU per confirm than the ledger's (6.5 vs 5.8 ms at 200/s).
@@ -169,11 +205,30 @@ async def measure(stack: Stack, agent: Agent, receiver: Receiver, ledger_url: st
             headers = {"Authorization": f"DPoP {access}", "DPoP": agent.dpop("POST", url, token=access),
                        "Content-Type": "application/json"}
             status, answer = await loopback.post(url[len(ledger_url):], headers, b'{"revision":1,"approved_by":"user"}')
-            round_trips.append(time.monotonic() - t0)
+            answered_at[op_id] = time.monotonic()
+            if op_id in timed:
+                round_trips.append(answered_at[op_id] - t0)
             state = json.loads(answer).get("state", f"http {status}") if status == 200 else f"http {status}"
-            states[state] = states.get(state, 0) + 1
+            (states if op_id in timed else warm_states)[state] = (states if op_id in timed else warm_states).get(
+                state, 0) + 1
 
         interval = 1.0 / args.rate
+        warm, window = prepared[:args.warmup], prepared[args.warmup:]
+        timed = {op_id for op_id, _, _ in window}
+        warm_states: dict[str, int] = {}
+
+        async def send_at_rate(items: list[tuple[str, str, str]], start: float) -> list[asyncio.Task[None]]:
+            tasks = []
+            for n, item in enumerate(items):
+                delay = start + n * interval - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                tasks.append(asyncio.create_task(confirm(*item)))
+            return tasks
+
+        first = time.monotonic()
+        # The warm-up, then the window at the same rate with no pause in between.
+        warm_tasks = await send_at_rate(warm, time.perf_counter())
         meter = CpuMeter({"ledger (granian)": ledger_pid, "postgres": stack.pids["postgres"],
                           "redis": stack.pids["redis"], "receiver": receiver.pid})
         spy_out = stack.root / "ledger.pyspy.txt" if args.profile and ledger_pid and find_py_spy() else None
@@ -181,15 +236,11 @@ async def measure(stack: Stack, agent: Agent, receiver: Receiver, ledger_url: st
               else contextlib.nullcontext()):
             meter.start()
             start = time.perf_counter()
-            tasks = []
-            for n, item in enumerate(prepared):
-                delay = start + n * interval - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                tasks.append(asyncio.create_task(confirm(*item)))
+            tasks = await send_at_rate(window, start)
             await asyncio.gather(*tasks)
             elapsed = time.perf_counter() - start
             cpu = meter.stop()
+        await asyncio.gather(*warm_tasks)
         profile = summarize_collapsed(spy_out, top=25) if spy_out is not None else []
         if spy_out is not None and os.environ.get("BENCH_KEEP_PROFILE"):
             shutil.copy(spy_out, os.environ["BENCH_KEEP_PROFILE"])
@@ -198,21 +249,35 @@ async def measure(stack: Stack, agent: Agent, receiver: Receiver, ledger_url: st
         stats = receiver.stats("perform", records=True)
         for _msg_id, key, at, _sig_ok in stats["records"]:
             arrived.setdefault(key, at)
-        for op_id, _, _ in prepared:
+        for op_id, _, _ in window:
             if op_id in arrived:
                 latencies.append(arrived[op_id] - sent_at[op_id])
-    return {"bad_signatures": stats["bad_signatures"], "performs": stats["performs"], "raw": stats["raw"],
+        warm_latencies = [arrived[op_id] - sent_at[op_id] for op_id, _, _ in warm if op_id in arrived]
+        timeline = [{
+            "n": n, "warmup": n < len(warm), "scheduled": round(n * interval, 6),
+            "sent": round(sent_at[op_id] - first, 6),
+            "answered": round(answered_at[op_id] - first, 6) if op_id in answered_at else None,
+            "received": round(arrived[op_id] - first, 6) if op_id in arrived else None,
+        } for n, (op_id, _, _) in enumerate(prepared)]
+    window_records = [r for r in stats["records"] if r[1] in timed]  # the timed window's deliveries only
+    return {"bad_signatures": stats["bad_signatures"], "performs": len({r[1] for r in window_records}),
+            "raw": len(window_records), "warmup": args.warmup, "warm_received": len(warm_latencies),
+            "warm_states": warm_states, "warm_to_webhook": summarize(warm_latencies) if warm_latencies else None,
             "confirm_to_webhook": summarize(latencies), "confirm_round_trip": summarize(round_trips),
             "empty_round_trip": summarize(empty), "received": len(latencies), "operations": args.operations,
             "states": states, "achieved_rate": args.operations / elapsed, "rate": args.rate,
-            "workers": args.workers, "profile": profile,
+            "workers": args.workers, "profile": profile, "timeline": timeline,
             "cpu_ms_per_confirm": {k: 1000 * v / args.operations for k, v in cpu.items()},
             "other_cpus": cpu.get("other processes", 0.0) / elapsed}
 
 
 def report(result: dict[str, Any]) -> bool:
     c, rt, e = result["confirm_to_webhook"], result["confirm_round_trip"], result["empty_round_trip"]
-    print(f"ledger: granian {result['workers']} worker(s), {os.cpu_count()} CPUs")
+    print(f"ledger: granian {result['workers']} worker(s), {os.cpu_count()} CPUs; load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end")
+    if result.get("warm_to_webhook") is not None:
+        print(f"warm-up (fresh ledger, not in the figures below) {result['warm_to_webhook'].line()}; "
+              f"received {result['warm_received']}/{result['warmup']}, states {result['warm_states']}")
     print(f"confirm → webhook received   {c.line()}")
     print(f"confirm round trip (outcome) {rt.line()}")
     print(f"empty HTTP round trip        {e.line()}")
@@ -261,6 +326,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         finally:
             receiver.stop()
     result["ok"] = report(result)
+    if args.timeline:
+        Path(args.timeline).write_text("".join(json.dumps(row) + "\n" for row in result["timeline"]))
     return result
 
 

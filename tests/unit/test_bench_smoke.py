@@ -117,7 +117,15 @@ def test_summary_lines_mark_targets() -> None:
 def test_delivery_benchmarks_parse_their_flags() -> None:
     from bench import confirm_latency, delivery_throughput
 
-    assert confirm_latency.parse_args([]).rate == 200.0
+    args = confirm_latency.parse_args([])
+    assert (args.rate, args.warmup) == (200.0, 200)
+    # The ledger's workers default to what `make run` starts (FRONTDOOR_LEDGER_WORKERS, 0: one per CPU).
+    from frontdoor_ledger.serve import worker_count
+    assert args.workers == confirm_latency.make_run_workers({}) == worker_count(0)
+    assert confirm_latency.make_run_workers({"FRONTDOOR_LEDGER_WORKERS": "3"}) == 3
+    assert confirm_latency.parse_args(["--workers", "1"]).workers == 1
+    with pytest.raises(SystemExit):
+        confirm_latency.parse_args(["--warmup", "-1"])
     args = delivery_throughput.parse_args([])
     assert (args.rate, args.backlog) == (500.0, 100_000)  # #13 §3: lag at 500/s, a 100,000-message backlog
     assert delivery_throughput.parse_args(["--quick"]).backlog == 1000
