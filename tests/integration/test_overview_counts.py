@@ -8,7 +8,7 @@ failing. For several tenants each function of ``frontdoor_operations.overview`` 
 overview page must answer exactly what Python computes from that tenant's raw rows (stuck
 by ``overview.is_stuck`` itself), under the plans the planner picks and again with
 sequential scans, and bitmap scans, off (the index-only plans of the migration
-``operations_overview_counts``), and once more with generic plans forced (what asyncpg's
+``operations_overview_counts`` and ``webhook_messages_retrying``), and once more with generic plans forced (what asyncpg's
 prepared statements settle on).
 """
 
@@ -174,7 +174,7 @@ async def test_overview_counts_equal_the_rows(seeded: str, settings: tuple[str, 
 
 
 async def test_index_plans_read_the_new_indexes(seeded: str) -> None:
-    """With sequential and bitmap scans off, the counts read the indexes the migration made (index-only)."""
+    """With sequential and bitmap scans off, the counts read the indexes the migrations made (index-only)."""
     conn = await asyncpg.connect(seeded)
     try:
         await conn.execute("SET enable_seqscan = off")
@@ -188,5 +188,9 @@ async def test_index_plans_read_the_new_indexes(seeded: str) -> None:
             "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'operations'")}
         assert "operations_recent" not in indexes  # replaced, not doubled (one index more to write per update)
         assert "WHERE ((state = 'in_progress'::text) AND (attention IS NOT NULL))" in indexes["operations_attention"]
+        plan = "\n".join(r[0] for r in await conn.fetch(
+            "EXPLAIN SELECT count(*) FROM webhook_messages WHERE tenant_id = $1 AND state = 'pending' AND attempts > 0"
+            " AND delivered_at IS NULL", TENANTS[0]))
+        assert "Index Only Scan using webhook_messages_retrying" in plan, plan
     finally:
         await conn.close()
