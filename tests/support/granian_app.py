@@ -33,15 +33,21 @@ def service_env(servers: Servers, dns: LocalDNS, kek_value: str, **extra: str) -
 
 
 class GranianApp:
-    """``granian ... <target>`` on a free loopback port (one worker, its output kept for failures)."""
+    """``granian ... <target>`` on a free loopback port (one worker, its output kept for failures).
 
-    def __init__(self, target: str, env: dict[str, str]) -> None:
+    ``launcher`` (``frontdoor_ledger.serve``) runs ``python -m <launcher> --host 127.0.0.1 --port <port>``
+    instead, as the image does: the launcher execs granian with the workers its setting names.
+    """
+
+    def __init__(self, target: str, env: dict[str, str], *, launcher: str | None = None) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self._log = tempfile.NamedTemporaryFile(prefix="granian-", suffix=".log", delete=False)  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [GRANIAN, "--interface", "asgi", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
-             target], env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        argv = ([sys.executable, "-m", launcher, "--host", "127.0.0.1", "--port", str(self.port)] if launcher else
+                [GRANIAN, "--interface", "asgi", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
+                 target])
+        self.proc = subprocess.Popen(argv, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
 
     async def ready(self, timeout: float = 60.0) -> None:
         async def answers() -> None:

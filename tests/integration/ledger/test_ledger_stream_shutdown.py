@@ -35,9 +35,13 @@ from tests.support.servers import Servers
 GENEROUS = 30.0  # seconds: the stream alone would hold the process for 300
 
 
+@pytest.mark.parametrize("workers", [None, 2], ids=["granian-one-worker", "launcher-two-workers"])
 async def test_sigterm_ends_an_agents_stream_and_the_ledger_stops(
         console: Any, issuer: Any, ledger: Any, tenant: TenantHandle, clock: ShiftableClock, store: Any,
-        web: MockWeb, servers: Servers, dns: LocalDNS, kek_value: str) -> None:
+        web: MockWeb, servers: Servers, dns: LocalDNS, kek_value: str, workers: int | None) -> None:
+    """``workers``: None runs granian itself with one worker; 2 runs ``frontdoor_ledger.serve`` with
+    ``FRONTDOOR_LEDGER_WORKERS=2`` (granian's main process relays the signal to the worker serving
+    the stream, whose notice ends it; the other worker stops too)."""
     desk = await make_desk(console, issuer, ledger, tenant, clock, store, web)
     desk.support.reply = False  # nothing more happens in the conversation: only the signal ends the stream
     agent = TestAgent(host=f"{unique('agent-')}.example").publish(web)
@@ -51,7 +55,9 @@ async def test_sigterm_ends_an_agents_stream_and_the_ledger_stops(
         proof = agent.dpop(method, f"{LEDGER}/{tenant.slug}/conversations{path}", token=token, iat=desk.company.now())
         return {"Authorization": f"DPoP {token}", "DPoP": proof}
 
-    app = GranianApp("frontdoor_ledger.asgi:app", service_env(servers, dns, kek_value))
+    extra = {} if workers is None else {"FRONTDOOR_LEDGER_WORKERS": str(workers)}
+    app = GranianApp("frontdoor_ledger.asgi:app", service_env(servers, dns, kek_value, **extra),
+                     launcher=None if workers is None else "frontdoor_ledger.serve")
     try:
         await app.ready()
         frames: list[bytes] = []
@@ -81,6 +87,8 @@ async def test_sigterm_ends_an_agents_stream_and_the_ledger_stops(
         assert ids and ids[-1] == backlog["cursor"]  # the agent resumes after this with Last-Event-ID
         code = await asyncio.to_thread(app.proc.wait, GENEROUS)
         assert code == 0, app.output()
+        if workers is not None:  # the launcher did start them all
+            assert f"Spawning worker-{workers} " in app.output(), app.output()
         assert time.monotonic() - started < GENEROUS
     finally:
         app.close()
