@@ -26,11 +26,12 @@ from __future__ import annotations
 import itertools
 import os
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import httpx
 from personal_agent_protocol.conformance import ConformanceContext, Proposal, Scenario
@@ -270,6 +271,9 @@ class _StaticTxt:
     def __init__(self) -> None:
         self.records: dict[str, tuple[str, ...]] = {}
 
+    def set_txt(self, name: str, records: list[str]) -> None:
+        self.records[name.lower().rstrip(".")] = tuple(records)
+
     async def lookup(self, name: str) -> Any:
         from frontdoor_tenancy.domains import Absent, Found
 
@@ -298,6 +302,93 @@ class _NetworkTransport(httpx.AsyncBaseTransport):
     async def aclose(self) -> None:
         if self._real is not None:
             await self._real.aclose()
+
+
+class TxtZone(Protocol):
+    """Where the company publishes its domain claim's TXT record (`_StaticTxt`, or a real nameserver)."""
+
+    def set_txt(self, name: str, records: list[str]) -> None: ...
+
+
+@dataclass(frozen=True)
+class Onboarded:
+    """What Northwind keeps from its onboarding, and its app configured with it."""
+
+    slug: str
+    domain: str
+    issuer: str
+    credential: str  # the resource-server credential's secret
+    poppy: dict[str, Any]
+    webhook_secret: str
+
+    @property
+    def ledger(self) -> str:
+        return f"https://{LEDGER_HOST}/{self.slug}"
+
+    def company(self, http_client: httpx.AsyncClient, clock: Callable[[], datetime]) -> Any:
+        """Northwind (examples/northwind) for this tenant, calling out through ``http_client``."""
+        from northwind.app import create_app as northwind_app
+        from northwind.config import NorthwindConfig
+
+        return northwind_app(NorthwindConfig(
+            issuer=self.issuer, credential=self.credential, public_url=f"https://{self.domain}", poppy=self.poppy,
+            http_client=http_client, clock=clock, demo_password=NORTHWIND_PASSWORD, ledger_url=self.ledger,
+            webhook_secret=self.webhook_secret))
+
+
+async def onboard_northwind(http: httpx.AsyncClient, dns: TxtZone, *, slug: str, domain: str,
+                            login: dict[str, Any] | None = None) -> Onboarded:
+    """Northwind signs up and configures its tenant over HTTP, through the console's API, as a company does.
+
+    Sign-up, ``domain`` claimed (its TXT record published in ``dns``) and verified, issuer
+    settings (Device and Direct Sign-In through Northwind's login page, or ``login``: an
+    OpenID Connect connection; hosted conversations), a resource-server credential, the
+    perform webhook and the ``order.place`` kind, and the generated ``poppy.json``.
+    """
+    api = f"https://{CONSOLE_HOST}/api/v1"
+    signup = await _expect(await http.post(f"{api}/signup", json={
+        "email": f"owner@{slug}.example.com", "password": "a long onboarding passphrase " + secrets.token_hex(4),
+        "organization_name": "Northwind", "slug": slug}), 201)
+    auth = {"Authorization": f"Bearer {signup['api_key']}"}
+    claim = await _expect(await http.post(f"{api}/domains", json={"domain": domain}, headers=auth), 201)
+    dns.set_txt(claim["txt"]["name"], [claim["txt"]["value"]])
+    verified = await _expect(await http.post(f"{api}/domains/{domain}/verify", headers=auth), 200)
+    assert verified["status"] == "verified", verified
+    current = await _expect(await http.get(f"{api}/issuer", headers=auth), 200)
+    wanted = dict(current["settings"])
+    wanted.update({
+        "organization_name": "Northwind",
+        "custom_scopes": {"orders:read": "See your orders"},
+        # Device and Direct Sign-In through Northwind's login page; the suite uses Device
+        # (the driver's approve_authorization serves a company without it).
+        "direct": {"enabled": True, "scopes": ["orders:read", "poppy:read"]},
+        "device": {"enabled": True, "scopes": ["orders:read", "poppy:read"]},
+        # The suite starts many Sessions for one agent within a minute.
+        "sessions_per_agent_per_minute": 100_000,
+        "login": login or {"url": f"https://{domain}/login", "jwks_uri": f"https://{domain}/.well-known/jwks.json"},
+        # Frontdoor hosts the conversation endpoint; Northwind's concierge answers (the webhook below).
+        "conversations": {"enabled": True},
+        "browser_session_endpoint": f"https://{domain}/poppy/browser",
+        "apis": [
+            {"type": "openapi", "url": f"https://{domain}/openapi.json", "description": "Orders and products"},
+            {"type": "mcp", "url": f"https://{domain}/mcp", "description": "Product search",
+             "supports_dpop": True},
+        ],
+    })
+    await _expect(await http.put(f"{api}/issuer", json=wanted, headers=auth), 200)
+    credential = await _expect(await http.post(f"{api}/resource-credentials", json={"name": "northwind"},
+                                               headers=auth), 201)
+    # Operations: Northwind's perform webhook, and the one kind its API proposes. The same
+    # endpoint hears of each user message of the hosted conversations (its concierge).
+    hook = await _expect(await http.post(f"{api}/webhook-endpoints", headers=auth, json={
+        "url": f"https://{domain}/webhooks/frontdoor", "description": "Northwind performs orders",
+        "event_types": ["conversation.message.created"]}), 201)
+    await _expect(await http.put(f"{api}/operation-kinds/order.place", headers=auth, json={
+        "perform_endpoint_id": hook["endpoint"]["id"], "scopes": ["orders:read"],
+        "default_expiry_seconds": 900, "max_expiry_seconds": 3600, "description": "Place an order"}), 200)
+    document = await _expect(await http.get(f"{api}/domains/{domain}/poppy.json", headers=auth), 200)
+    return Onboarded(slug=slug, domain=domain, issuer=signup["tenant"]["issuer"], credential=credential["secret"],
+                     poppy=document, webhook_secret=hook["secret"])
 
 
 async def _expect(response: httpx.Response, status: int) -> Any:
@@ -329,8 +420,6 @@ async def build_context(suites: Sequence[str] = ("security", "protocol"), *,
     from frontdoor_issuer.app import create_app as issuer_app
     from frontdoor_ledger.app import create_app as ledger_app
     from frontdoor_tenancy.credentials.key_encryption import generate_kek_value
-    from northwind.app import NorthwindConfig
-    from northwind.app import create_app as northwind_app
 
     del suites
     if login not in ("handoff", "oidc"):
@@ -401,63 +490,14 @@ async def build_context(suites: Sequence[str] = ("security", "protocol"), *,
         stack.push_async_callback(http.aclose)
 
         # --- onboard Northwind the way a company does, over HTTP
-        api = f"https://{CONSOLE_HOST}/api/v1"
-        signup = await _expect(await http.post(f"{api}/signup", json={
-            "email": f"owner@{slug}.example.com", "password": "a long harness passphrase " + secrets.token_hex(4),
-            "organization_name": "Northwind", "slug": slug}), 201)
-        auth = {"Authorization": f"Bearer {signup['api_key']}"}
-        claim = await _expect(await http.post(f"{api}/domains", json={"domain": COMPANY_DOMAIN}, headers=auth), 201)
-        dns.records[claim["txt"]["name"]] = (claim["txt"]["value"],)
-        verified = await _expect(await http.post(f"{api}/domains/{COMPANY_DOMAIN}/verify", headers=auth), 200)
-        assert verified["status"] == "verified", verified
-        current = await _expect(await http.get(f"{api}/issuer", headers=auth), 200)
-        wanted = dict(current["settings"])
-        wanted.update({
-            "organization_name": "Northwind",
-            "custom_scopes": {"orders:read": "See your orders"},
-            # Device and Direct Sign-In through Northwind's login page; the suite uses Device
-            # (the driver's approve_authorization serves a company without it).
-            "direct": {"enabled": True, "scopes": ["orders:read", "poppy:read"]},
-            "device": {"enabled": True, "scopes": ["orders:read", "poppy:read"]},
-            # The suite starts many Sessions for one agent within a minute.
-            "sessions_per_agent_per_minute": 100_000,
-            "login": idp_connection or {"url": f"https://{COMPANY_DOMAIN}/login",
-                                        "jwks_uri": f"https://{COMPANY_DOMAIN}/.well-known/jwks.json"},
-            # Frontdoor hosts the conversation endpoint; Northwind's concierge answers (below).
-            "conversations": {"enabled": True},
-            "browser_session_endpoint": f"https://{COMPANY_DOMAIN}/poppy/browser",
-            "apis": [
-                {"type": "openapi", "url": f"https://{COMPANY_DOMAIN}/openapi.json", "description": "Orders and products"},
-                {"type": "mcp", "url": f"https://{COMPANY_DOMAIN}/mcp", "description": "Product search",
-                 "supports_dpop": True},
-            ],
-        })
-        await _expect(await http.put(f"{api}/issuer", json=wanted, headers=auth), 200)
-        credential = await _expect(await http.post(f"{api}/resource-credentials", json={"name": "northwind"},
-                                                   headers=auth), 201)
-        # Operations: Northwind's perform webhook, and the one kind its API proposes. The same
-        # endpoint hears of each user message of the hosted conversations (its concierge).
-        hook = await _expect(await http.post(f"{api}/webhook-endpoints", headers=auth, json={
-            "url": f"https://{COMPANY_DOMAIN}/webhooks/frontdoor", "description": "Northwind performs orders",
-            "event_types": ["conversation.message.created"]}), 201)
-        await _expect(await http.put(f"{api}/operation-kinds/order.place", headers=auth, json={
-            "perform_endpoint_id": hook["endpoint"]["id"], "scopes": ["orders:read"],
-            "default_expiry_seconds": 900, "max_expiry_seconds": 3600, "description": "Place an order"}), 200)
-        document = await _expect(await http.get(f"{api}/domains/{COMPANY_DOMAIN}/poppy.json", headers=auth), 200)
-
-        company = northwind_app(NorthwindConfig(
-            issuer=signup["tenant"]["issuer"], credential=credential["secret"],
-            public_url=f"https://{COMPANY_DOMAIN}", poppy=document, http_client=network.client(),
-            clock=clock.now, demo_password=NORTHWIND_PASSWORD,
-            ledger_url=f"https://{LEDGER_HOST}/{slug}", webhook_secret=hook["secret"],
-        ))
+        onboarded = await onboard_northwind(http, dns, slug=slug, domain=COMPANY_DOMAIN, login=idp_connection or None)
+        company = onboarded.company(network.client(), clock.now)
         await stack.enter_async_context(company.lifespan())
         network.add(COMPANY_DOMAIN, company)
 
-        driver = FrontdoorDriver(clock, plain, network=network, issuer=signup["tenant"]["issuer"],
-                                 credential=credential["secret"], password=NORTHWIND_PASSWORD,
-                                 ledger=f"https://{LEDGER_HOST}/{slug}", company=company,
-                                 login=login, idp=idp)
+        driver = FrontdoorDriver(clock, plain, network=network, issuer=onboarded.issuer,
+                                 credential=onboarded.credential, password=NORTHWIND_PASSWORD,
+                                 ledger=onboarded.ledger, company=company, login=login, idp=idp)
         yield ConformanceContext(
             f"https://{COMPANY_DOMAIN}", identity=atlas, http=http, driver=driver,
             scenario=SCENARIO, clock=clock, address_resolver=network.resolve, browser_http=network.client(),

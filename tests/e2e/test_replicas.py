@@ -24,9 +24,7 @@ import collections
 import json
 import os
 import secrets
-import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -37,20 +35,18 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 from frontdoor_devstack.load_balancer import LoadBalancer
-from frontdoor_tenancy.credentials.key_encryption import generate_kek_value
 
 from bench._common import CLIENT_ASSERTION_TYPE, FORM_HEADERS, JWT_BEARER, AgentHost, process_tree
 from bench._common import Stack as BenchStack
 from bench._receiver import ReceiverProcess
 from bench.confirm_latency import OperationsAgent, configure
-from tests.support.devstack import Devstack, free_port, start_devstack
+from tests.support.devstack import SERVICES, Devstack, replicated
 from tests.support.eventually import eventually
-from tests.support.servers import Servers, start_servers
+from tests.support.servers import Servers
 
 TEST_TIMEOUT = 240.0
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(TEST_TIMEOUT, func_only=True)]
 
-SERVICES = ("console", "issuer", "ledger")
 FAST_ENV = {
     # A perform whose ledger died is sent again soon: its lease ends a second after its timeout.
     "FRONTDOOR_WEBHOOK_RETRY_SCHEDULE": "0s,200ms,500ms,1s,1s,2s,2s,2s",
@@ -96,34 +92,23 @@ class Replicated:
 
 @pytest.fixture(scope="module")
 def rs() -> Iterator[Replicated]:
-    servers = asyncio.run(start_servers(f"replicas{secrets.token_hex(3)}"))
-    data_dir = Path(tempfile.mkdtemp(prefix="fdrep-"))
-    os.chmod(data_dir, 0o711)
-    ports = {name: free_port() for name in (*SERVICES, "example")}
-    kek = generate_kek_value()
-    receiver = ReceiverProcess(str(data_dir / "receiver.log"))
-    host = AgentHost()
-    run: Devstack | None = None
-    try:
-        run = start_devstack(data_dir, {
-            **FAST_ENV, **{f"FRONTDOOR_{name.upper()}_PORT": str(port) for name, port in ports.items()},
-            "FRONTDOOR_REPLICAS": "2", "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url,
-            "FRONTDOOR_KEK": kek, "FRONTDOOR_OUTBOUND_ALLOWLIST": "127.0.0.1/32"})
-        bench = BenchStack(root=data_dir / "bench", kek_value=kek, database_url=servers.database_url,
-                           redis_url=servers.redis_url, issuer_base_url=f"http://127.0.0.1:{ports['issuer']}",
-                           agent_host=host)
-        asyncio.run(bench.create_tenant(f"rep{secrets.token_hex(3)}"))
-        agent = host.publish(OperationsAgent(host.base_url))
-        credential = asyncio.run(configure(bench, receiver))
-        yield Replicated(run, LoadBalancer(data_dir / "haproxy.sock"), bench, receiver, agent, credential, ports,
-                         servers)
-    finally:
-        if run is not None:
-            run.stop()
-        receiver.stop()
-        host.stop()
-        servers.stop()
-        shutil.rmtree(data_dir, ignore_errors=True)
+    with replicated("rep") as ground:
+        servers, data_dir, ports = ground.servers, ground.data_dir, ground.ports
+        receiver = ReceiverProcess(str(data_dir / "receiver.log"))
+        host = AgentHost()
+        try:
+            run = ground.start({**FAST_ENV, "FRONTDOOR_OUTBOUND_ALLOWLIST": "127.0.0.1/32"})
+            bench = BenchStack(root=data_dir / "bench", kek_value=ground.kek, database_url=servers.database_url,
+                               redis_url=servers.redis_url, issuer_base_url=f"http://127.0.0.1:{ports['issuer']}",
+                               agent_host=host)
+            asyncio.run(bench.create_tenant(f"rep{secrets.token_hex(3)}"))
+            agent = host.publish(OperationsAgent(host.base_url))
+            credential = asyncio.run(configure(bench, receiver))
+            yield Replicated(run, LoadBalancer(data_dir / "haproxy.sock"), bench, receiver, agent, credential, ports,
+                             servers)
+        finally:
+            receiver.stop()
+            host.stop()
 
 
 # --------------------------------------------------------------------------- the agent's requests

@@ -38,21 +38,16 @@ counters show both replicas of each service answered the suites.
 from __future__ import annotations
 
 import asyncio
-import os
 import secrets
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from frontdoor_devstack.load_balancer import LoadBalancer
-from frontdoor_tenancy.credentials.key_encryption import generate_kek_value
 from personal_agent_protocol.conformance import ConformanceContext, run_conformance, select_cases
 from personal_agent_protocol.demo.kit import PUBLIC_ADDRESS, AgentIdentity, InProcessNetwork, MutableClock
 from personal_agent_protocol.errors import DiscoveryError
@@ -64,11 +59,12 @@ from tests.conformance.harness import (
     NORTHWIND_PASSWORD,
     SCENARIO,
     FrontdoorDriver,
+    Onboarded,
+    onboard_northwind,
 )
-from tests.e2e.test_replicas import SERVICES
-from tests.support.devstack import Devstack, free_port, start_devstack
+from tests.support.devstack import SERVICES, Devstack, replicated
 from tests.support.dns_server import LocalDNS
-from tests.support.servers import Servers, start_servers
+from tests.support.servers import Servers
 from tests.support.tls_front import TlsFront
 
 TEST_TIMEOUT = 300.0
@@ -134,104 +130,42 @@ class SocketDriver(FrontdoorDriver):
         await asyncio.sleep(seconds)
 
 
-async def _expect(response: httpx.Response, status: int) -> Any:
-    if response.status_code != status:
-        raise RuntimeError(f"setup: {response.request.method} {response.request.url.path} answered "
-                           f"{response.status_code}: {response.text[:300]}")
-    return response.json() if response.content else None
-
-
-async def _onboard(front: TlsFront, dns: LocalDNS, slug: str) -> dict[str, Any]:
-    """Northwind signs up and configures its tenant over HTTP, through the load balancer (as the harness)."""
-    api = f"https://{CONSOLE_HOST}/api/v1"
-    async with front.client() as http:
-        signup = await _expect(await http.post(f"{api}/signup", json={
-            "email": f"owner@{slug}.example.com", "password": "a long replicas passphrase " + secrets.token_hex(4),
-            "organization_name": "Northwind", "slug": slug}), 201)
-        auth = {"Authorization": f"Bearer {signup['api_key']}"}
-        claim = await _expect(await http.post(f"{api}/domains", json={"domain": COMPANY_DOMAIN}, headers=auth), 201)
-        dns.set_txt(claim["txt"]["name"], [claim["txt"]["value"]])
-        verified = await _expect(await http.post(f"{api}/domains/{COMPANY_DOMAIN}/verify", headers=auth), 200)
-        assert verified["status"] == "verified", verified
-        current = await _expect(await http.get(f"{api}/issuer", headers=auth), 200)
-        wanted = dict(current["settings"])
-        wanted.update({
-            "organization_name": "Northwind",
-            "custom_scopes": {"orders:read": "See your orders"},
-            "direct": {"enabled": True, "scopes": ["orders:read", "poppy:read"]},
-            "device": {"enabled": True, "scopes": ["orders:read", "poppy:read"]},
-            "sessions_per_agent_per_minute": 100_000,
-            "login": {"url": f"https://{COMPANY_DOMAIN}/login",
-                      "jwks_uri": f"https://{COMPANY_DOMAIN}/.well-known/jwks.json"},
-            "conversations": {"enabled": True},
-            "browser_session_endpoint": f"https://{COMPANY_DOMAIN}/poppy/browser",
-            "apis": [
-                {"type": "openapi", "url": f"https://{COMPANY_DOMAIN}/openapi.json", "description": "Orders and products"},
-                {"type": "mcp", "url": f"https://{COMPANY_DOMAIN}/mcp", "description": "Product search",
-                 "supports_dpop": True},
-            ],
-        })
-        await _expect(await http.put(f"{api}/issuer", json=wanted, headers=auth), 200)
-        credential = await _expect(await http.post(f"{api}/resource-credentials", json={"name": "northwind"},
-                                                   headers=auth), 201)
-        hook = await _expect(await http.post(f"{api}/webhook-endpoints", headers=auth, json={
-            "url": f"https://{COMPANY_DOMAIN}/webhooks/frontdoor", "description": "Northwind performs orders",
-            "event_types": ["conversation.message.created"]}), 201)
-        await _expect(await http.put(f"{api}/operation-kinds/order.place", headers=auth, json={
-            "perform_endpoint_id": hook["endpoint"]["id"], "scopes": ["orders:read"],
-            "default_expiry_seconds": 900, "max_expiry_seconds": 3600, "description": "Place an order"}), 200)
-        document = await _expect(await http.get(f"{api}/domains/{COMPANY_DOMAIN}/poppy.json", headers=auth), 200)
-    return {"issuer": signup["tenant"]["issuer"], "credential": credential["secret"], "poppy": document,
-            "webhook_secret": hook["secret"]}
-
-
 @pytest.fixture(scope="module")
 def world() -> Iterator[World]:
-    from northwind.app import create_app as northwind_app
-    from northwind.config import NorthwindConfig
+    with replicated("repconf") as ground:
+        front = TlsFront(ground.data_dir / "tls", proxied={HOSTS[s]: ground.ports[s] for s in SERVICES},
+                         served=("atlas.example", "plain.example", COMPANY_DOMAIN))
+        atlas = AgentIdentity(domain="atlas.example", name="Atlas")
+        plain = AgentIdentity(domain="plain.example", name="Plain", extensions=())
+        dns = LocalDNS()
+        try:
+            front.start()
+            dns.start()
+            for identity in (atlas, plain):
+                front.serve(identity.domain, identity.website())
+            run = ground.start({
+                **{f"FRONTDOOR_{s.upper()}_BASE_URL": f"https://{HOSTS[s]}" for s in SERVICES},
+                "FRONTDOOR_LOG_LEVEL": "warning",
+                "FRONTDOOR_OUTBOUND_ALLOWLIST": front.cidr, "FRONTDOOR_WEBHOOK_ALLOWLIST": front.cidr,
+                "FRONTDOOR_DNS_NAMESERVERS": ",".join(f"{h}:{p}" for h, p in dns.nameservers),
+                "FRONTDOOR_WEBHOOK_RETRY_SCHEDULE": "0s,200ms,500ms,1s,1s,2s,2s,2s",
+                **front.stack_env()})
+            slug = f"northwind-{secrets.token_hex(3)}"
+            baseline = _served(run)
+            onboarded = asyncio.run(_onboard(front, dns, slug))
+            company = onboarded.company(front.client(), lambda: datetime.now(UTC))
+            front.serve(COMPANY_DOMAIN, company, lifespan="on")
+            yield World(run, front, atlas, plain, slug, onboarded.issuer, onboarded.credential, company,
+                        ground.servers, baseline)
+        finally:
+            front.stop()
+            dns.stop()
 
-    servers = asyncio.run(start_servers(f"repconf{secrets.token_hex(3)}"))
-    data_dir = Path(tempfile.mkdtemp(prefix="fdrepconf-"))
-    os.chmod(data_dir, 0o711)
-    ports = {name: free_port() for name in (*SERVICES, "example")}
-    front = TlsFront(data_dir / "tls", proxied={HOSTS[s]: ports[s] for s in SERVICES},
-                     served=("atlas.example", "plain.example", COMPANY_DOMAIN))
-    atlas = AgentIdentity(domain="atlas.example", name="Atlas")
-    plain = AgentIdentity(domain="plain.example", name="Plain", extensions=())
-    dns = LocalDNS()
-    run: Devstack | None = None
-    try:
-        front.start()
-        dns.start()
-        for identity in (atlas, plain):
-            front.serve(identity.domain, identity.website())
-        run = start_devstack(data_dir, {
-            **{f"FRONTDOOR_{name.upper()}_PORT": str(port) for name, port in ports.items()},
-            **{f"FRONTDOOR_{s.upper()}_BASE_URL": f"https://{HOSTS[s]}" for s in SERVICES},
-            "FRONTDOOR_REPLICAS": "2", "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url,
-            "FRONTDOOR_KEK": generate_kek_value(), "FRONTDOOR_LOG_LEVEL": "warning",
-            "FRONTDOOR_OUTBOUND_ALLOWLIST": front.cidr, "FRONTDOOR_WEBHOOK_ALLOWLIST": front.cidr,
-            "FRONTDOOR_DNS_NAMESERVERS": ",".join(f"{h}:{p}" for h, p in dns.nameservers),
-            "FRONTDOOR_WEBHOOK_RETRY_SCHEDULE": "0s,200ms,500ms,1s,1s,2s,2s,2s",
-            **front.stack_env()})
-        slug = f"northwind-{secrets.token_hex(3)}"
-        baseline = _served(run)
-        onboarded = asyncio.run(_onboard(front, dns, slug))
-        company = northwind_app(NorthwindConfig(
-            issuer=onboarded["issuer"], credential=onboarded["credential"], public_url=f"https://{COMPANY_DOMAIN}",
-            poppy=onboarded["poppy"], http_client=front.client(), clock=lambda: datetime.now(UTC),
-            demo_password=NORTHWIND_PASSWORD, ledger_url=f"https://{LEDGER_HOST}/{slug}",
-            webhook_secret=onboarded["webhook_secret"]))
-        front.serve(COMPANY_DOMAIN, company, lifespan="on")
-        yield World(run, front, atlas, plain, slug, onboarded["issuer"], onboarded["credential"], company, servers,
-                    baseline)
-    finally:
-        if run is not None:
-            run.stop()
-        front.stop()
-        dns.stop()
-        servers.stop()
-        shutil.rmtree(data_dir, ignore_errors=True)
+
+async def _onboard(front: TlsFront, dns: LocalDNS, slug: str) -> Onboarded:
+    """Northwind onboards as in the harness (`onboard_northwind`), through the TLS front and the load balancer."""
+    async with front.client() as http:
+        return await onboard_northwind(http, dns, slug=slug, domain=COMPANY_DOMAIN)
 
 
 def context(world: World) -> ConformanceContext:

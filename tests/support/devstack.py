@@ -4,23 +4,37 @@
 public URL leaks in from the caller's shell; ``extra`` adds what the test wants, e.g. the
 suite's own PostgreSQL and Redis, ports, ``FRONTDOOR_REPLICAS``) and waits, bounded, for
 its banner. Its output is collected line by line in `Devstack.output`; `Devstack.wait_for`
-waits for a line the supervisor prints later.
+waits for a line the supervisor prints later. `replicated` gives a module its own
+``make run REPLICAS=2`` (the suite's embedded PostgreSQL and Redis, a data folder, free
+ports), all of it gone when the block ends.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import queue
+import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from frontdoor_tenancy.credentials.key_encryption import generate_kek_value
+
+from tests.support.servers import Servers, start_servers
+
 ROOT = Path(__file__).resolve().parents[2]
+#: The services ``make run`` serves over HTTP (each behind HAProxy with ``FRONTDOOR_REPLICAS``).
+SERVICES = ("console", "issuer", "ledger")
 _INHERITED_OUT = ("DATABASE_URL", "REDIS_URL", "FRONTDOOR_KEK", "FRONTDOOR_ENV", "FRONTDOOR_REPLICAS")
 
 
@@ -83,3 +97,39 @@ def start_devstack(data_dir: Path, extra: dict[str, str], *, timeout: float = 18
         proc.wait()
         raise
     return stack
+
+
+@dataclass
+class ReplicaStack:
+    """A module's own ``make run REPLICAS=2``: its PostgreSQL and Redis, folder, ports and KEK, then the stack."""
+
+    servers: Servers
+    data_dir: Path
+    ports: dict[str, int]  # the public ports (HAProxy's) of `SERVICES` and of the example company
+    kek: str
+    run: Devstack | None = None
+
+    def start(self, extra: dict[str, str]) -> Devstack:
+        """Start the stack on them, two replicas of each service, with ``extra`` besides."""
+        self.run = start_devstack(self.data_dir, {
+            **{f"FRONTDOOR_{name.upper()}_PORT": str(port) for name, port in self.ports.items()},
+            "FRONTDOOR_REPLICAS": "2", "DATABASE_URL": self.servers.database_url,
+            "REDIS_URL": self.servers.redis_url, "FRONTDOOR_KEK": self.kek, **extra})
+        return self.run
+
+
+@contextmanager
+def replicated(name: str) -> Iterator[ReplicaStack]:
+    """The ground for `ReplicaStack.start`; when the block ends the stack stops, then the servers, and the folder goes."""
+    servers = asyncio.run(start_servers(f"{name}{secrets.token_hex(3)}"))
+    data_dir = Path(tempfile.mkdtemp(prefix=f"fd{name}-"))
+    os.chmod(data_dir, 0o711)  # the embedded PostgreSQL may run as 'nobody'
+    ground = ReplicaStack(servers, data_dir, {service: free_port() for service in (*SERVICES, "example")},
+                        generate_kek_value())
+    try:
+        yield ground
+    finally:
+        if ground.run is not None:
+            ground.run.stop()
+        servers.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
