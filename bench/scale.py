@@ -38,6 +38,7 @@ if __package__ in (None, ""):
 
 import argparse
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -354,7 +355,47 @@ async def explain_buffers(probes: dict[str, Probe]) -> list[str]:
                         f"{doc.get('Execution Time', 0):<6.3f}")
                 details.append(f"    [{kind} {label}] {name}: {_scans(top)}")
             lines.append(row)
+    lines.append("  the pools' prepared statements, generic / custom plans so far (pg_prepared_statements):")
+    for label, probe in probes.items():
+        counts = await _plan_counts(probe.pool, overview_queries(probe._tenant.id, now))
+        lines.append(f"    {label}: " + ", ".join(f"{name} {g}/{c}" for name, (g, c) in counts.items()))
     return [*lines, "  scan nodes (rows x loops, buffers):", *details]
+
+
+async def _plan_counts(pool: Any, queries: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    """Generic and custom plans of each overview statement, summed over every connection of ``pool``."""
+    sql_by_name: dict[str, str] = {}
+
+    class _Capture:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        async def _keep(self, sql: str, *_: Any) -> Any:
+            sql_by_name[self.name] = sql
+            raise _Captured
+
+        fetch = fetchrow = fetchval = _keep
+
+    for name, query in queries.items():
+        with contextlib.suppress(_Captured):
+            await query(_Capture(name))
+    conns = [await pool.acquire() for _ in range(pool.get_max_size())]  # every connection: each has its own
+    try:
+        totals = {name: [0, 0] for name in sql_by_name}
+        for conn in conns:
+            for r in await conn.fetch("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"):
+                for name, sql in sql_by_name.items():
+                    if r["statement"] == sql:
+                        totals[name][0] += r["generic_plans"]
+                        totals[name][1] += r["custom_plans"]
+    finally:
+        for conn in conns:
+            await pool.release(conn)
+    return {name: (g, c) for name, (g, c) in totals.items()}
+
+
+class _Captured(Exception):
+    """Stops an overview query once its SQL is known (`_plan_counts`)."""
 
 
 def report(base: dict[str, tuple[Summary, float | None, int]], large: dict[str, tuple[Summary, float | None, int]],
