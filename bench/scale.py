@@ -4,6 +4,8 @@
     python bench/scale.py --full           # 10,000 tenants, 1M Sessions, 1M operations, 10M attempts
     python bench/scale.py --quick          # 200 tenants, 20k / 20k / 100k (a smoke run)
     python bench/scale.py --explain        # also print the plan of every hot query on the big data
+    python bench/scale.py --per-query      # also time each of the overview's five queries on its own
+    python bench/scale.py --buffers        # EXPLAIN (ANALYZE, BUFFERS) of the overview's queries, both stacks
 
 Two stacks side by side (bench/_common.Stack: each its own embedded PostgreSQL and Redis, the
 migrations, the issuer under granian with one worker), each with the same probe tenant; then
