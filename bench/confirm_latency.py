@@ -3,7 +3,7 @@ HTTP round trip measured in the same run.
 
 Stack: embedded PostgreSQL and Redis, the issuer under granian (one worker) and the ledger
 under granian (``--workers``, default what ``make run`` starts: ``FRONTDOOR_LEDGER_WORKERS``,
-1, or 0 = one per CPU; printed), a company receiver on loopback in its own process
+0 = one per CPU; printed), a company receiver on loopback in its own process
 (``bench/_receiver.py``: raw asyncio HTTP/1.1, checks each signature) answering
 ``{"outcome": "succeeded"}``. Operations are proposed through the ledger API before the
 timed window, each for its own signed-out Session (no scopes needed). Then confirms are
@@ -78,8 +78,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=200,
                    help="confirms sent at the rate before the timed window, reported apart (default 200)")
     p.add_argument("--workers", type=int, default=None,
-                   help="the ledger's granian workers (default: what `make run` starts, FRONTDOOR_LEDGER_WORKERS: "
-                        "1, or 0 = one per CPU)")
+                   help="the ledger's granian workers (default: what `make run` starts, FRONTDOOR_LEDGER_WORKERS, "
+                        "0 = one per CPU)")
     p.add_argument("--timeline", metavar="FILE",
                    help="write one JSON line per confirm (scheduled, sent, answered, webhook received: seconds "
                         "from the first confirm; warm-up ones marked) to see where the slow ones fall")
@@ -94,10 +94,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def make_run_workers(environ: dict[str, str] | os._Environ[str]) -> int:
-    """The ledger's workers as ``make run`` starts them: FRONTDOOR_LEDGER_WORKERS (1), 0 = one per CPU."""
+    """The ledger's workers as ``make run`` starts them: FRONTDOOR_LEDGER_WORKERS, 0 = one per CPU."""
     from frontdoor_core.settings import ENV_NAMES
 
-    raw = environ.get(ENV_NAMES["ledger_workers"], "1").strip() or "1"
+    raw = environ.get(ENV_NAMES["ledger_workers"], "0").strip() or "0"
     configured = int(raw)
     try:
         from frontdoor_ledger.serve import worker_count

@@ -119,11 +119,11 @@ def test_delivery_benchmarks_parse_their_flags() -> None:
 
     args = confirm_latency.parse_args([])
     assert (args.rate, args.warmup) == (200.0, 200)
-    # The ledger's workers default to what `make run` starts (FRONTDOOR_LEDGER_WORKERS: 1; 0: one per CPU).
+    # The ledger's workers default to what `make run` starts (FRONTDOOR_LEDGER_WORKERS, 0: one per CPU).
     from frontdoor_core.settings import load_settings
     from frontdoor_ledger.serve import worker_count
-    assert args.workers == confirm_latency.make_run_workers({}) == load_settings({}).ledger_workers == 1
-    assert confirm_latency.make_run_workers({"FRONTDOOR_LEDGER_WORKERS": "0"}) == worker_count(0)
+    assert args.workers == confirm_latency.make_run_workers({}) == worker_count(load_settings({}).ledger_workers)
+    assert confirm_latency.make_run_workers({"FRONTDOOR_LEDGER_WORKERS": "1"}) == 1
     assert confirm_latency.make_run_workers({"FRONTDOOR_LEDGER_WORKERS": "3"}) == 3
     assert confirm_latency.parse_args(["--workers", "1"]).workers == 1
     with pytest.raises(SystemExit):

@@ -1,5 +1,5 @@
 """``FRONTDOOR_LEDGER_WORKERS`` and the ledger's launcher (issue #13 §4): 0 means one granian
-worker per CPU the process may use, a cgroup CPU quota (a Kubernetes CPU limit) included, 1 the
+worker per CPU the process may use, a cgroup CPU quota (a Kubernetes CPU limit) included, and the
 default; ``make run`` starts the ledger through it (one worker per replica when replicated), and so does the image."""
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ def test_available_cpus_caps_the_affinity_by_the_quota(content: dict[str, str], 
     assert available_cpus(read=files(**content), affinity=lambda: affinity) == expected  # type: ignore[arg-type]
 
 
-def test_the_setting_defaults_to_one_worker_and_refuses_a_negative_count() -> None:
-    assert load_settings({}).ledger_workers == 1
-    assert load_settings({"FRONTDOOR_LEDGER_WORKERS": "0"}).ledger_workers == 0  # one per CPU
+def test_the_setting_defaults_to_one_worker_per_cpu_and_refuses_a_negative_count() -> None:
+    assert load_settings({}).ledger_workers == 0  # one per CPU
+    assert load_settings({"FRONTDOOR_LEDGER_WORKERS": "1"}).ledger_workers == 1
     assert load_settings({"FRONTDOOR_LEDGER_WORKERS": "3"}).ledger_workers == 3
     with pytest.raises(SettingsError, match="FRONTDOOR_LEDGER_WORKERS"):
         load_settings({"FRONTDOOR_LEDGER_WORKERS": "-1"})
@@ -75,10 +75,10 @@ def _run_main(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], cpus: int = 
 
 
 def test_main_execs_granian_with_the_configured_workers(monkeypatch: pytest.MonkeyPatch) -> None:
-    argv, env = _run_main(monkeypatch, {"FRONTDOOR_LEDGER_WORKERS": "0"}, cpus=4)  # 0: one per CPU
+    argv, env = _run_main(monkeypatch, {}, cpus=4)  # the default, 0: one per CPU
     assert argv[argv.index("--workers") + 1] == "4"
     assert "PROMETHEUS_MULTIPROC_DIR" not in env  # no metrics listener: nothing to sum
-    argv, _ = _run_main(monkeypatch, {}, cpus=4)  # the default
+    argv, _ = _run_main(monkeypatch, {"FRONTDOOR_LEDGER_WORKERS": "1"}, cpus=4)
     assert argv[argv.index("--workers") + 1] == "1"
 
 

@@ -3,10 +3,10 @@
     python -m frontdoor_ledger.serve --host 0.0.0.0 --port 8002
 
 The container image's command, and how ``make run`` starts the ledger. The process becomes
-granian (``exec``), so signals reach granian directly. ``FRONTDOOR_LEDGER_WORKERS`` is 1 by
-default (a second worker did not pay on a shared 2-core machine: bench/README.md); 0 means one
-worker per CPU this process may use: its CPU affinity, capped by a cgroup CPU quota (a
-Kubernetes CPU limit, ``docker run --cpus``), since a container sees every CPU of its node. The same rule as the issuer's launcher (``frontdoor_issuer.serve``); the CPU
+granian (``exec``), so signals reach granian directly. ``FRONTDOOR_LEDGER_WORKERS`` 0 (the
+default) means one worker per CPU this process may use: its CPU affinity, capped by a cgroup
+CPU quota (a Kubernetes CPU limit, ``docker run --cpus``), since a container sees every CPU
+of its node. The same rule as the issuer's launcher (``frontdoor_issuer.serve``); the CPU
 count is repeated here because the ledger's image does not install the issuer.
 
 Several workers are safe, as several ledger replicas are (``make run REPLICAS=2``,

@@ -122,7 +122,7 @@ def process_table(settings: Settings) -> list[Process]:
         # granian with FRONTDOOR_ISSUER_WORKERS workers (default: one per CPU; one per replica when replicated)
         Process("issuer", [py, "-m", "frontdoor_issuer.serve", "--host", "127.0.0.1", "--port", "{port}"],
                 settings.issuer_port),
-        # granian with FRONTDOOR_LEDGER_WORKERS workers (default 1, 0: one per CPU; one per replica when replicated)
+        # granian with FRONTDOOR_LEDGER_WORKERS workers (default: one per CPU; one per replica when replicated)
         Process("ledger", [py, "-m", "frontdoor_ledger.serve", "--host", "127.0.0.1", "--port", "{port}"],
                 settings.ledger_port),
         # The dispatcher: the deliverer (deliveries and retries, straight from PostgreSQL; one per
