@@ -10,7 +10,7 @@ import pytest
 from frontdoor_core.settings import load_settings
 from frontdoor_devstack.load_balancer import Backend, haproxy_config
 from frontdoor_devstack.processes import expand, replica_count
-from frontdoor_devstack.run import process_table
+from frontdoor_devstack.run import process_table, replica_env_defaults
 
 
 def test_one_replica_keeps_the_names_and_ports() -> None:
@@ -35,6 +35,21 @@ def test_two_replicas_of_each_service_and_one_beat() -> None:
     delivery = [r for r in table if r.kind not in ("console", "issuer", "ledger", "beat") and r.index == 2]
     assert delivery, "the dispatcher's delivery processes are replicated too"
 
+
+
+def test_replicas_run_one_issuer_and_one_ledger_worker_each_behind_a_trusted_loopback() -> None:
+    env: dict[str, str] = {}
+    replica_env_defaults(env)
+    settings = load_settings(env)
+    assert (settings.issuer_workers, settings.ledger_workers) == (1, 1)
+    assert env["FRONTDOOR_TRUSTED_PROXIES"] == "127.0.0.1/32"
+
+
+def test_replicas_keep_what_the_environment_sets() -> None:
+    env = {"FRONTDOOR_ISSUER_WORKERS": "3", "FRONTDOOR_LEDGER_WORKERS": "0", "FRONTDOOR_TRUSTED_PROXIES": "10.0.0.0/8"}
+    replica_env_defaults(env)
+    assert env == {"FRONTDOOR_ISSUER_WORKERS": "3", "FRONTDOOR_LEDGER_WORKERS": "0",
+                   "FRONTDOOR_TRUSTED_PROXIES": "10.0.0.0/8"}
 
 @pytest.mark.parametrize("raw", ["0", "9", "two", "-1"])
 def test_a_bad_replica_count_is_refused(raw: str) -> None:

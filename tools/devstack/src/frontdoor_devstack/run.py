@@ -218,6 +218,19 @@ class Stack:
         print("Stopped.", flush=True)
 
 
+
+def replica_env_defaults(env: dict[str, str]) -> None:
+    """What ``REPLICAS`` > 1 sets unless the environment already does.
+
+    Behind the load balancer its ``X-Forwarded-For`` names the client (loopback is
+    trusted), and each issuer and ledger replica runs one granian worker, so the replicas,
+    not a replica's workers, share the cores.
+    """
+    env.setdefault(ENV_NAMES["trusted_proxies"], "127.0.0.1/32")
+    env.setdefault(ENV_NAMES["issuer_workers"], "1")
+    env.setdefault(ENV_NAMES["ledger_workers"], "1")
+
+
 def main() -> int:
     # `make run` is development: it says so itself rather than relying on the default.
     environ = {ENV_NAMES["env"]: "dev", **os.environ}
@@ -264,10 +277,7 @@ def main() -> int:
         if with_oidc:
             oidc = _start_oidc_demo(stack, settings, data_dir, logs)
         if replicas > 1:
-            # Behind the load balancer: its X-Forwarded-For names the client; one issuer and one ledger worker each.
-            env.setdefault(ENV_NAMES["trusted_proxies"], "127.0.0.1/32")
-            env.setdefault(ENV_NAMES["issuer_workers"], "1")
-            env.setdefault(ENV_NAMES["ledger_workers"], "1")
+            replica_env_defaults(env)
         table = expand(process_table(settings), replicas)
         for proc in table:
             stack.spawn(proc.name, proc.argv, env, log_path(logs, proc))
