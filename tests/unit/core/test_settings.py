@@ -264,3 +264,11 @@ def test_the_webhook_allowlist_is_separate_from_the_outbound_one() -> None:
     assert s.allowlist() == ()
     with pytest.raises(SettingsError, match="FRONTDOOR_WEBHOOK_ALLOWLIST"):
         load_settings({"FRONTDOOR_WEBHOOK_ALLOWLIST": "https://not-an-entry/"})
+
+
+def test_db_pool_init_defaults_to_the_default_maximum_and_reads_its_variable() -> None:
+    """`FRONTDOOR_DB_POOL_INIT` (issue #13 §4): a process opens its whole default pool at start."""
+    default = load_settings({})
+    assert (default.db_pool_min, default.db_pool_init, default.db_pool_max) == (1, 10, 10)
+    assert load_settings({"FRONTDOOR_DB_POOL_INIT": "0"}).db_pool_init == 0
+    assert ENV_NAMES["db_pool_init"] == "FRONTDOOR_DB_POOL_INIT"

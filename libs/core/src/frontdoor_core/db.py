@@ -6,13 +6,14 @@ Repositories take a connection and never commit; a use case opens the transactio
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 
 import asyncpg
 import msgspec
 
-__all__ = ["Connection", "Pool", "create_pool", "transaction"]
+__all__ = ["Connection", "Pool", "create_pool", "open_connections", "transaction"]
 
 Connection = asyncpg.Connection
 Pool = asyncpg.Pool
@@ -59,6 +60,27 @@ async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> asy
     )
     assert pool is not None
     return pool
+
+
+async def open_connections(pool: asyncpg.Pool, count: int, *, each_timeout: float = 10.0) -> int:
+    """Open up to `count` connections now (capped at the pool's maximum); answers how many are open.
+
+    For a process about to take traffic (`Runtime.open`): without it a fresh pool holds its
+    minimum and connects the rest, one request at a time, under the first burst. They are
+    acquired together and released idle, so asyncpg keeps them until they have been idle for
+    its `max_inactive_connection_lifetime` (5 minutes), then closes them down to the minimum.
+    Best effort: a connection that cannot be opened (PostgreSQL's `max_connections` reached,
+    past `each_timeout` seconds) is left for the pool to open on demand, as before, and does
+    not fail the start.
+    """
+    wanted = min(count, pool.get_max_size()) - pool.get_size()
+    if wanted > 0:
+        async with AsyncExitStack() as held:
+            async def one() -> None:
+                await held.enter_async_context(pool.acquire(timeout=each_timeout))
+
+            await asyncio.gather(*(one() for _ in range(pool.get_idle_size() + wanted)), return_exceptions=True)
+    return int(pool.get_size())
 
 
 @asynccontextmanager

@@ -12,7 +12,7 @@ import redis.asyncio as aioredis
 import structlog
 
 from .clock import Clock, utc_now
-from .db import create_pool
+from .db import create_pool, open_connections
 from .redis_client import create_redis, drop_connections
 from .settings import Settings
 
@@ -36,10 +36,15 @@ class Runtime:
 
     @classmethod
     async def open(cls, settings: Settings, *, clock: Clock | None = None) -> Runtime:
-        """Connect to PostgreSQL and Redis as configured."""
+        """Connect to PostgreSQL and Redis as configured, with `FRONTDOOR_DB_POOL_INIT` connections open."""
         if not settings.database_url or not settings.redis_url:
             raise RuntimeError("DATABASE_URL and REDIS_URL must be set (make run sets them for you)")
         pool = await create_pool(settings.database_url, min_size=settings.db_pool_min, max_size=settings.db_pool_max)
+        wanted = min(settings.db_pool_init, settings.db_pool_max)
+        if wanted > pool.get_size():  # before the lifespan ends, so before /readyz answers
+            opened = await open_connections(pool, wanted)
+            if opened < wanted:
+                _log.warning("db_pool_init_partial", wanted=wanted, opened=opened)
         redis = create_redis(settings.redis_url, cluster=settings.redis_cluster)
         return cls(settings=settings, pool=pool, redis=redis, clock=clock or utc_now)
 
