@@ -77,6 +77,14 @@ NEWEST_EVERY: Final = 0.25
 DUE_CHECK_EVERY: Final = 0.2
 """While claims are held, the next retry's time is read no more often than this."""
 LEASE_SLACK: Final = timedelta(seconds=1)
+CLAIM_PLANNER: Final = {"enable_bitmapscan": "off", "enable_seqscan": "off"}
+"""The claiming connection's planner: the due index walked in order, whatever the statistics say.
+
+It runs only the claim (`claim_due`) and the next-due look-up. When a backlog forms faster
+than autovacuum re-analyses ``webhook_messages`` (the statistics still say few rows are
+pending), the planner otherwise picks a bitmap scan of every due row and a sort: measured at
+26 ms a pass against 0.1 ms for the ordered walk, with 60,000 due (bench/README.md).
+"""
 
 
 class _Turn:
@@ -296,7 +304,7 @@ class Deliverer:
         """Deliver until `stop`; reconnects after a PostgreSQL outage; then drains."""
         while not self._stopping.is_set():
             try:
-                conn = await asyncpg.connect(self._database_url)
+                conn = await asyncpg.connect(self._database_url, server_settings=CLAIM_PLANNER)
             except (OSError, asyncpg.PostgresError):
                 _log.warning("deliverer_db_unavailable")
                 await asyncio.sleep(1.0)
