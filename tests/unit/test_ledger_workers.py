@@ -61,6 +61,9 @@ def test_granian_command_line() -> None:
 
 def _run_main(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], cpus: int = 4) -> tuple[list[str], dict[str, str]]:
     executed: list[Any] = []
+    # serve.main sets PROMETHEUS_MULTIPROC_DIR itself: have monkeypatch record it, so that it
+    # is removed again after the test (a leaked, deleted directory breaks later subprocesses).
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "")
     for name in list(os.environ):
         if name.startswith("FRONTDOOR_") or name == "PROMETHEUS_MULTIPROC_DIR":
             monkeypatch.delenv(name)
