@@ -3,33 +3,9 @@ worker per CPU the process may use, a cgroup CPU quota (a Kubernetes CPU limit) 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from frontdoor_core.settings import SettingsError, load_settings
-from frontdoor_issuer.serve import available_cpus, granian_argv, worker_count
-
-
-def files(**content: str) -> object:
-    def read(path: Path) -> str | None:
-        return content.get(path.name.replace(".", "_"))
-    return read
-
-
-@pytest.mark.parametrize(("content", "affinity", "expected"), [
-    ({}, 8, 8),  # no cgroup files: the affinity
-    ({"cpu_max": "max 100000\n"}, 8, 8),  # v2 without a quota
-    ({"cpu_max": "200000 100000\n"}, 8, 2),  # v2: a 2-CPU limit on an 8-CPU node
-    ({"cpu_max": "150000 100000\n"}, 8, 2),  # 1.5 CPUs rounds up
-    ({"cpu_max": "50000 100000\n"}, 8, 1),  # half a CPU: still one worker
-    ({"cpu_max": "400000 100000\n"}, 2, 2),  # a quota above the affinity: the affinity
-    ({"cpu_cfs_quota_us": "300000\n", "cpu_cfs_period_us": "100000\n"}, 16, 3),  # v1
-    ({"cpu_cfs_quota_us": "-1\n", "cpu_cfs_period_us": "100000\n"}, 4, 4),  # v1 without a quota
-    ({"cpu_max": "garbage"}, 4, 4),
-])
-def test_available_cpus_caps_the_affinity_by_the_quota(content: dict[str, str], affinity: int,
-                                                       expected: int) -> None:
-    assert available_cpus(read=files(**content), affinity=lambda: affinity) == expected  # type: ignore[arg-type]
+from frontdoor_issuer.serve import granian_argv, worker_count
 
 
 def test_worker_count_is_the_setting_or_one_per_cpu() -> None:

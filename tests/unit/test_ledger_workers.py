@@ -13,29 +13,7 @@ from frontdoor_core.settings import SettingsError, load_settings
 from frontdoor_devstack.processes import expand
 from frontdoor_devstack.run import process_table
 from frontdoor_ledger import serve
-from frontdoor_ledger.serve import available_cpus, granian_argv, worker_count
-
-
-def files(**content: str) -> object:
-    def read(path: Path) -> str | None:
-        return content.get(path.name.replace(".", "_"))
-    return read
-
-
-@pytest.mark.parametrize(("content", "affinity", "expected"), [
-    ({}, 8, 8),  # no cgroup files: the affinity
-    ({"cpu_max": "max 100000\n"}, 8, 8),  # v2 without a quota
-    ({"cpu_max": "100000 100000\n"}, 8, 1),  # the chart's 1-CPU limit on an 8-CPU node
-    ({"cpu_max": "150000 100000\n"}, 8, 2),  # 1.5 CPUs rounds up
-    ({"cpu_max": "50000 100000\n"}, 8, 1),  # half a CPU: still one worker
-    ({"cpu_max": "400000 100000\n"}, 2, 2),  # a quota above the affinity: the affinity
-    ({"cpu_cfs_quota_us": "300000\n", "cpu_cfs_period_us": "100000\n"}, 16, 3),  # v1
-    ({"cpu_cfs_quota_us": "-1\n", "cpu_cfs_period_us": "100000\n"}, 4, 4),  # v1 without a quota
-    ({"cpu_max": "garbage"}, 4, 4),
-])
-def test_available_cpus_caps_the_affinity_by_the_quota(content: dict[str, str], affinity: int,
-                                                       expected: int) -> None:
-    assert available_cpus(read=files(**content), affinity=lambda: affinity) == expected  # type: ignore[arg-type]
+from frontdoor_ledger.serve import granian_argv, worker_count
 
 
 def test_the_setting_defaults_to_one_worker_per_cpu_and_refuses_a_negative_count() -> None:
@@ -70,7 +48,7 @@ def _run_main(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], cpus: int = 
     for name, value in {"FRONTDOOR_ENV": "test", **env}.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(serve, "available_cpus", lambda: cpus)
-    monkeypatch.setattr(serve.os, "execv", lambda path, argv: executed.append((path, argv)))
+    monkeypatch.setattr(os, "execv", lambda path, argv: executed.append((path, argv)))
     serve.main(["--host", "0.0.0.0", "--port", "8002"])
     (path, argv), = executed
     assert path == argv[0]

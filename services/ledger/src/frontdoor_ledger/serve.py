@@ -6,8 +6,8 @@ The container image's command, and how ``make run`` starts the ledger. The proce
 granian (``exec``), so signals reach granian directly. ``FRONTDOOR_LEDGER_WORKERS`` 0 (the
 default) means one worker per CPU this process may use: its CPU affinity, capped by a cgroup
 CPU quota (a Kubernetes CPU limit, ``docker run --cpus``), since a container sees every CPU
-of its node. The same rule as the issuer's launcher (``frontdoor_issuer.serve``); the CPU
-count is repeated here because the ledger's image does not install the issuer.
+of its node. The same rule as the issuer's launcher
+(``frontdoor_issuer.serve``), from ``frontdoor_core.serving``.
 
 Several workers are safe, as several ledger replicas are (``make run REPLICAS=2``,
 tests/e2e/test_replicas.py): the confirm's compare-and-set and the perform message's lease
@@ -27,68 +27,27 @@ set to a fresh empty directory when unset, so ``/metrics`` sums every worker.
 from __future__ import annotations
 
 import argparse
-import math
-import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
-from pathlib import Path
+
+from frontdoor_core import serving
+from frontdoor_core.serving import available_cpus
 
 from .settings import load
 
 __all__ = ["available_cpus", "granian_argv", "main", "worker_count"]
 
-_CGROUP = Path("/sys/fs/cgroup")
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except OSError:
-        return None
-
-
-def _quota_cpus(read: Callable[[Path], str | None]) -> int | None:
-    """CPUs allowed by a cgroup v2 ``cpu.max`` or v1 ``cfs_quota_us``, rounded up; None: no quota."""
-    v2 = read(_CGROUP / "cpu.max")
-    if v2 is not None:
-        parts = v2.split()
-        if len(parts) == 2 and parts[0] != "max" and parts[0].isdigit() and parts[1].isdigit() and int(parts[1]):
-            return max(math.ceil(int(parts[0]) / int(parts[1])), 1)
-        return None
-    quota, period = read(_CGROUP / "cpu" / "cpu.cfs_quota_us"), read(_CGROUP / "cpu" / "cpu.cfs_period_us")
-    try:
-        q, p = int((quota or "").strip()), int((period or "").strip())
-    except ValueError:
-        return None
-    return max(math.ceil(q / p), 1) if q > 0 and p > 0 else None
-
-
-def available_cpus(*, read: Callable[[Path], str | None] = _read, affinity: Callable[[], int] | None = None) -> int:
-    """CPUs this process may use: its affinity, capped by the cgroup quota (at least 1)."""
-    if affinity is None:
-        try:
-            cpus = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            cpus = os.cpu_count() or 1
-    else:
-        cpus = affinity()
-    quota = _quota_cpus(read)
-    return max(min(cpus, quota) if quota is not None else cpus, 1)
+APP = "frontdoor_ledger.asgi:app"
 
 
 def worker_count(configured: int, *, cpus: Callable[[], int] | None = None) -> int:
     """``FRONTDOOR_LEDGER_WORKERS``, or one per available CPU (`available_cpus`) when it is 0."""
-    return configured if configured > 0 else (cpus or available_cpus)()
+    return serving.worker_count(configured, cpus=cpus or available_cpus)
 
 
 def granian_argv(host: str, port: int, workers: int, *, python: str = sys.executable) -> list[str]:
     """The granian command line for the ledger."""
-    argv = [python, "-m", "granian", "--interface", "asgi", "--host", host, "--port", str(port),
-            "--workers", str(workers), "--no-ws"]
-    if workers > 1:
-        argv.append("--respawn-failed-workers")  # one worker dying must not leave the others alone
-    return [*argv, "frontdoor_ledger.asgi:app"]
+    return serving.granian_argv(APP, host, port, workers, python=python)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -99,10 +58,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = p.parse_args(argv)
     settings = load()
     workers = worker_count(settings.ledger_workers)
-    if settings.metrics_port and workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="frontdoor-ledger-metrics-")
-    command = granian_argv(args.host, args.port, workers)
-    os.execv(command[0], command)  # noqa: S606 - our own interpreter, a fixed module
+    serving.become_granian(granian_argv(args.host, args.port, workers), workers=workers,
+                           metrics_port=settings.metrics_port, name="ledger")
 
 
 if __name__ == "__main__":
