@@ -206,6 +206,7 @@ async def backlog(stack: Stack, receiver: Receiver, deliverer: _dispatch.Service
         ids: list[str] = []
         for start in range(0, count, 1000):
             ids += await _dispatch.enqueue(pool, tenant_id, endpoint_id, min(1000, count - start), start=start)
+        updates_before = await _message_updates(pool)
         t0 = time.monotonic()
         deliverer.start()
         cpu_meter = CpuMeter({**meter, "deliverer": deliverer.pid})
@@ -227,6 +228,13 @@ async def backlog(stack: Stack, receiver: Receiver, deliverer: _dispatch.Service
             cpu["postgres"] = grown
         await asyncio.sleep(1.0)  # let the last attempts' rows commit
         states = await _dispatch.message_states(pool, ids)
+        # An idle backend reports its last second's counts up to 10 s later (PGSTAT_IDLE_INTERVAL):
+        # wait until every message's claim and settle (2 updates at least) is counted, 12 s at most.
+        for _ in range(60):
+            updates = [b - a for a, b in zip(updates_before, await _message_updates(pool), strict=True)]
+            if updates[0] >= 2 * count:
+                break
+            await asyncio.sleep(0.2)
     finally:
         await pool.close()
     records = receiver.stats("backlog", records=True)["records"]
@@ -237,7 +245,21 @@ async def backlog(stack: Stack, receiver: Receiver, deliverer: _dispatch.Service
             "flow_rate": stats["distinct_ids"] / first_to_last if first_to_last else 0.0,
             "missing": len(enqueued - received_ids), "unexpected": len(received_ids - enqueued),
             "duplicates": len(records) - len(received_ids), "bad_signatures": stats["bad_signatures"],
-            "states": states, "cpu": cpu, "startup_cpu": startup, "first_received": first["distinct_ids"]}
+            "states": states, "cpu": cpu, "startup_cpu": startup, "first_received": first["distinct_ids"],
+            "updates": updates}
+
+
+async def _message_updates(pool: Any) -> tuple[int, int]:
+    """``webhook_messages``' row updates and HOT updates so far (PostgreSQL's counters).
+
+    Other backends' counts arrive in the shared statistics a while after their statements
+    (at most once a second while busy, 10 s after they went idle).
+    """
+    async with pool.acquire() as conn:
+        await conn.execute("SELECT pg_stat_force_next_flush()")
+        row = await conn.fetchrow("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables"
+                                  " WHERE relname = 'webhook_messages'")
+    return (int(row["n_tup_upd"]), int(row["n_tup_hot_upd"])) if row else (0, 0)
 
 
 RECEIVERS = {
@@ -279,6 +301,9 @@ def run_report(run: dict[str, Any], args: argparse.Namespace) -> bool:
               f"missing {k['missing']}, duplicates {k['duplicates']} (same webhook-id), unexpected {k['unexpected']}, "
               f"bad signatures {k['bad_signatures']}; states {k['states']}")
         print("             CPU per delivery: " + ", ".join(f"{n} {v:.2f} ms" for n, v in per.items()))
+        upd, hot = k["updates"]
+        print(f"             webhook_messages: {upd / max(k['count'], 1):.2f} row updates per delivery, "
+              f"{hot / max(k['count'], 1):.2f} of them HOT (no index entries; the claim's, when its page has room)")
         after = k["count"] - k["first_received"]
         if "deliverer" in k["cpu"] and after > 0:
             print(f"             deliverer: {k['startup_cpu']:.2f} s of CPU before its first delivery (start-up), "
