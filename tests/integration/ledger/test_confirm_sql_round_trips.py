@@ -70,14 +70,14 @@ def statements() -> Iterator[list[str]]:
         yield sent
 
 
-async def test_a_confirm_with_the_fast_path_sends_14_sql_statements(shop: Shop, agent: TestAgent) -> None:
+async def test_a_confirm_with_the_fast_path_sends_12_sql_statements(shop: Shop, agent: TestAgent) -> None:
     """OPS-3-02, OPS-6-02: a confirm that wins, is performed on the fast path and answered with its outcome.
 
-    The 14, in order: the Session and the agent policy (authentication); the operation with
-    its kind's targets; the confirm's transaction (``BEGIN``, the compare-and-set answering
-    the operation, taking the endpoint's parking lock and reading the ``operation.confirmed``
-    subscribers, the perform message with its notification, ``COMMIT``); the claim with the
-    endpoint's signing secrets; the settle's transaction (``BEGIN``, the attempt with the
+    The 12, in order: the Session with the agent policy (authentication, one statement); the
+    operation with its kind's targets; the confirm's transaction (``BEGIN``, the compare-and-set
+    answering the operation, taking the endpoint's parking lock and reading the
+    ``operation.confirmed`` subscribers, the perform message written already claimed for this
+    attempt with the endpoint's signing secrets, ``COMMIT``); the settle's transaction (``BEGIN``, the attempt with the
     message's state, ``SAVEPOINT``, the outcome superseding the perform message, whose row
     lock the settle already holds, and reading the ``operation.*`` subscribers, ``RELEASE``,
     ``COMMIT``).
@@ -89,7 +89,7 @@ async def test_a_confirm_with_the_fast_path_sends_14_sql_statements(shop: Shop, 
         r = await shop.confirm(agent, tokens["access_token"], op)
     assert r.status_code == 200 and r.json()["state"] == "succeeded", r.text
     assert not [s for s in sent if s.startswith("prepare: ")], sent  # a warm ledger prepares nothing again
-    assert len(sent) == 14, "\n".join(sent)
+    assert len(sent) == 12, "\n".join(sent)
 
 
 async def test_the_confirm_takes_the_parking_lock_before_its_perform_message_is_written(

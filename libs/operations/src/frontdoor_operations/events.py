@@ -6,13 +6,14 @@ tenant's subscribed endpoints; ``perform`` addresses the perform call to the kin
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
+from frontdoor_webhooks.delivery import PreClaimed, enqueue_claimed
 from frontdoor_webhooks.messages import enqueue_event, enqueue_message
 
-__all__ = ["emit", "perform"]
+__all__ = ["emit", "perform", "perform_claimed"]
 
 PERFORM_EVENT = "operation.perform"
 
@@ -37,3 +38,14 @@ async def perform(conn: asyncpg.Connection, tenant_id: str, endpoint_id: str, da
     return await enqueue_message(conn, tenant_id, endpoint_id, PERFORM_EVENT, data, purpose="perform",
                                  operation_id=operation_id, now=now, message_id=message_id,
                                  endpoint_held=endpoint_held)
+
+
+async def perform_claimed(conn: asyncpg.Connection, tenant_id: str, endpoint_id: str, data: dict[str, Any], *,
+                          operation_id: str, now: datetime, message_id: str, lease: timedelta) -> PreClaimed | None:
+    """`perform`, the message claimed for its first attempt by this process (`enqueue_claimed`).
+
+    The confirm's compare-and-set must already hold the endpoint's parking lock. None: the
+    endpoint is disabled, the message is parked (unclaimed) as `perform` writes it.
+    """
+    return await enqueue_claimed(conn, tenant_id, endpoint_id, PERFORM_EVENT, data, purpose="perform",
+                                 operation_id=operation_id, now=now, lease=lease, message_id=message_id)

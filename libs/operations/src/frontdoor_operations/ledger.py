@@ -20,6 +20,7 @@ import asyncpg
 import msgspec
 from frontdoor_core.errors import Conflict, Invalid, NotFound
 from frontdoor_core.ids import new_id
+from frontdoor_webhooks.delivery import PreClaimed
 from frontdoor_webhooks.messages import SUBSCRIBERS_SQL, SUPERSEDE_SET, supersede_message
 from frontdoor_webhooks.parking import HOLD_ENDPOINT_SQL
 
@@ -35,6 +36,7 @@ __all__ = [
     "cancel",
     "clear_attention",
     "confirm",
+    "confirm_claimed",
     "expire",
     "expire_due",
     "flag_attention",
@@ -415,6 +417,33 @@ async def confirm(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *
     perform message's ID when this call won, else ``None`` (another confirm won, or it
     changed meanwhile).
     """
+    op, message_id, _ = await _confirm(conn, tenant_id, operation_id, revision=revision, approved_by=approved_by,
+                                       via=via, now=now, account=account, lease=None)
+    return op, message_id
+
+
+async def confirm_claimed(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *, revision: int,
+                          approved_by: Literal["user", "standing_permission"], via: Literal["agent", "website"],
+                          now: datetime, lease: timedelta,
+                          account: str | None = None) -> tuple[Operation, str | None, PreClaimed | None]:
+    """`confirm`, its perform message written already claimed by the caller for ``lease`` (`enqueue_claimed`).
+
+    For the ledger's fast path, which attempts the perform webhook as soon as this commits:
+    the third element is that claim (with the endpoint's secret rows) for
+    `perform.perform_message` (``claimed``, ``claimed_secrets``); None when this call did not
+    win, or the endpoint was disabled meanwhile (the message is then parked, as `confirm`
+    writes it). The caller must attempt a claim it gets: until the lease ends no deliverer
+    takes the message.
+    """
+    return await _confirm(conn, tenant_id, operation_id, revision=revision, approved_by=approved_by, via=via,
+                          now=now, account=account, lease=lease)
+
+
+async def _confirm(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *, revision: int,
+                   approved_by: Literal["user", "standing_permission"], via: Literal["agent", "website"],
+                   now: datetime, account: str | None,
+                   lease: timedelta | None) -> tuple[Operation, str | None, PreClaimed | None]:
+    claimed: PreClaimed | None = None
     try:
         async with conn.transaction():
             # One statement: the compare-and-set answers the operation as it leaves it, with its
@@ -438,22 +467,26 @@ async def confirm(conn: asyncpg.Connection, tenant_id: str, operation_id: str, *
                 " JOIN operation_kinds k ON k.tenant_id = o.tenant_id AND k.name = o.kind",
                 tenant_id, operation_id, revision, approved_by, now, via, account, message_id)
             if won is None:
-                return await _must(conn, tenant_id, operation_id), None
+                return await _must(conn, tenant_id, operation_id), None, None
             fields = dict(won)
             endpoint_id = fields.pop("kind_perform_endpoint_id")
             fields.pop("endpoint_held")  # NULL (no lock) only without an endpoint, which the insert refuses
             subscribers = fields.pop("subscribers")  # of operation.confirmed, read by the same statement
             op = msgspec.convert(fields, Operation)
             data = perform_data(op, simulator=await _simulator_test(conn, tenant_id, op))
-            await events.perform(conn, tenant_id, endpoint_id, data, operation_id=op.id, now=now,
-                                 message_id=message_id, endpoint_held=endpoint_id is not None)
+            if lease is not None and endpoint_id is not None:  # the parking lock is held: written claimed
+                claimed = await events.perform_claimed(conn, tenant_id, endpoint_id, data, operation_id=op.id,
+                                                       now=now, message_id=message_id, lease=lease)
+            else:
+                await events.perform(conn, tenant_id, endpoint_id, data, operation_id=op.id, now=now,
+                                     message_id=message_id, endpoint_held=endpoint_id is not None)
             await events.emit(conn, tenant_id, "operation.confirmed", event_data(op), now=now,
                               subscribers=subscribers)
     except asyncpg.UniqueViolationError:
         # Bound to the account, it would duplicate that account's open operation for the same
         # action: not confirmed; the agent is answered the operation as it is.
-        return await _must(conn, tenant_id, operation_id), None
-    return op, message_id
+        return await _must(conn, tenant_id, operation_id), None, None
+    return op, message_id, claimed
 
 
 async def _stop_performing(conn: asyncpg.Connection, tenant_id: str, message_id: str, now: datetime) -> None:

@@ -128,7 +128,8 @@ async def perform_message(pool: asyncpg.Pool, redis: aioredis.Redis | None, mess
                           throttle: Throttle | None = None,
                           settled: list[ledger.Operation] | None = None,
                           claimed: ClaimedMessage | None = None,
-                          secrets: SecretSource | None = None) -> DeliveryReport | None:
+                          secrets: SecretSource | None = None,
+                          claimed_secrets: list[tuple[str, bytes]] | None = None) -> DeliveryReport | None:
     """One attempt at a perform message if it is claimable now, and its consequence in the ledger.
 
     Returns the attempt's report, or ``None`` when another process holds the message (or it
@@ -140,8 +141,9 @@ async def perform_message(pool: asyncpg.Pool, redis: aioredis.Redis | None, mess
     ``settled``, when given, receives the operation as this attempt's outcome left it
     (committed), so a waiting confirm answers it without reading it again.
 
-    ``claimed`` (a message the deliverer already claimed) and ``secrets`` (its secret
-    cache) are handed to `deliver`. ``redis`` may be None: the outcome is then not
+    ``claimed`` (a message the deliverer already claimed, or the confirm wrote claimed, with
+    its secret rows in ``claimed_secrets``) and ``secrets`` (the deliverer's secret cache)
+    are handed to `deliver`. ``redis`` may be None: the outcome is then not
     announced on the settled channel (waiters re-read it when their wait ends).
 
     Raises:
@@ -161,7 +163,7 @@ async def perform_message(pool: asyncpg.Pool, redis: aioredis.Redis | None, mess
 
     report = await deliver(pool, message_id, sender=sender, kek=kek, clock=clock, policy=policy,
                            tenant_id=tenant_id, accept=perform_accepts, throttle=throttle, on_settle=consequence,
-                           claimed=claimed, secrets=secrets)
+                           claimed=claimed, secrets=secrets, claimed_secrets=claimed_secrets)
     if settled is not None:
         settled.extend(finished)
     for operation_id in known:  # committed: wake whoever waits for the outcome

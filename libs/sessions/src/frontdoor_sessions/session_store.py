@@ -16,6 +16,7 @@ __all__ = [
     "create_session_if_allowed",
     "end_sessions_of_agent",
     "find_session",
+    "find_session_of_allowed_agent",
     "sign_in_session",
     "sign_out_sessions",
     "touch_session",
@@ -87,6 +88,20 @@ async def find_session(conn: asyncpg.Connection, tenant_id: str, session_id: str
     """The Session by ID within the tenant, or None."""
     row = await conn.fetchrow("SELECT " + _COLS + " FROM pap_sessions WHERE tenant_id = $1 AND id = $2",
                               tenant_id, session_id)
+    return None if row is None else _rec(row)
+
+
+async def find_session_of_allowed_agent(conn: asyncpg.Connection, tenant_id: str, session_id: str,
+                                       client_id: str) -> SessionRecord | None:
+    """The Session by ID within the tenant, or None: also when the agent policy refuses ``client_id``.
+
+    One statement for a resource request's two checks: the Session and the tenant's agent
+    policy (`frontdoor_identity.ALLOWED_SQL`: blocklist, open or allowlist mode), read
+    together so a block applies to the next request. The caller still checks that the
+    Session is ``client_id``'s.
+    """
+    row = await conn.fetchrow("SELECT " + _COLS + " FROM pap_sessions WHERE tenant_id = $1 AND id = $3 AND "
+                              + ALLOWED_SQL, tenant_id, client_id, session_id)
     return None if row is None else _rec(row)
 
 

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import asyncpg
 import msgspec
 from frontdoor_core.clock import Clock
+from frontdoor_core.errors import NotFound
 from frontdoor_core.ids import new_id
 from frontdoor_core.logging import get_logger
 from frontdoor_core.metrics import DELIVERIES
@@ -40,13 +41,13 @@ from .delivery_outcome import ErrorClass, Verdict, classify, status_error_class
 from .delivery_policy import DeliveryPolicy
 from .endpoint_health import note_failure
 from .endpoint_secrets import SIGNING_ORDER, open_secrets, signing_secrets
-from .messages import enqueue_event, next_event_sequence
+from .messages import Purpose, build_body, check_sendable, enqueue_event, next_event_sequence
 from .retry_policy import next_attempt_at, parse_retry_after
 from .sender import RESPONSE_LIMIT, Sender, SenderResponse, SendError
 from .signing import webhook_headers
 
-__all__ = ["ClaimedMessage", "DeliveredRecorder", "DeliveryReport", "SecretSource", "SettleHook", "Throttle", "claim",
-           "deliver", "due_messages", "settle_unsent"]
+__all__ = ["ClaimedMessage", "DeliveredRecorder", "DeliveryReport", "PreClaimed", "SecretSource", "SettleHook", "Throttle",
+           "claim", "deliver", "due_messages", "enqueue_claimed", "settle_unsent"]
 
 _log = get_logger("frontdoor.webhooks")
 _tracer = trace.get_tracer("frontdoor.webhooks")
@@ -165,12 +166,76 @@ _CLAIM = """
         """
 # The claim and the endpoint's signing secrets valid at the claim's time (as `signing_secrets`
 # reads them, in its order) in one round trip; the secrets are read only when the claim won.
-_SECRETS_OF_CLAIM = ("FROM webhook_secrets AS s WHERE s.tenant_id = c.tenant_id AND s.endpoint_id = c.endpoint_id"
-                     " AND (s.expires_at IS NULL OR s.expires_at > $2) ORDER BY " +
-                     ", ".join(f"s.{term}" for term in SIGNING_ORDER.split(", ")))
+def _secrets_of(row: str, now: str) -> str:
+    """The secret rows of ``row``'s endpoint valid at ``now`` (SQL), in `signing_secrets`' order."""
+    return (f"FROM webhook_secrets AS s WHERE s.tenant_id = {row}.tenant_id AND s.endpoint_id = {row}.endpoint_id"
+            f" AND (s.expires_at IS NULL OR s.expires_at > {now}) ORDER BY "
+            + ", ".join(f"s.{term}" for term in SIGNING_ORDER.split(", ")))
+
+
+_SECRETS_OF_CLAIM = _secrets_of("c", "$2")
 _CLAIM_WITH_SECRETS = (f"WITH c AS ({_CLAIM}) SELECT c.*,"  # noqa: S608  (constants only)
                        f" ARRAY(SELECT s.id {_SECRETS_OF_CLAIM}) AS secret_ids,"
                        f" ARRAY(SELECT s.secret_ciphertext {_SECRETS_OF_CLAIM}) AS secret_blobs FROM c")
+# A new message written already claimed by its writer (attempt 1, the lease from its due time),
+# unless its endpoint is disabled: then it is parked and unclaimed, as `enqueue_message` writes
+# it. With the claim, the endpoint's URL and rate limit and its secrets valid at that time. No
+# notification: no deliverer has anything to claim (the writer attempts it; should the writer
+# die first, the lease ends and a deliverer's next pass takes it).
+_ENQUEUE_CLAIMED = (
+    "WITH e AS (SELECT enabled, url, rate_limit_per_second FROM webhook_endpoints WHERE tenant_id = $1 AND id = $3),"  # noqa: S608
+    " m AS (INSERT INTO webhook_messages (tenant_id, id, endpoint_id, event_type, body, purpose, operation_id,"
+    " next_attempt_at, created_at, parked, attempts, locked_until) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8,"
+    " coalesce((SELECT NOT e.enabled FROM e), false), CASE WHEN (SELECT e.enabled FROM e) THEN 1 ELSE 0 END,"
+    " CASE WHEN (SELECT e.enabled FROM e) THEN $8::timestamptz + $9::interval END)"
+    " RETURNING id, tenant_id, endpoint_id, event_type, body, purpose, operation_id, attempts AS attempt,"
+    " locked_until)"
+    " SELECT m.*, e.url, e.rate_limit_per_second,"
+    f" ARRAY(SELECT s.id {_secrets_of('m', '$8')}) AS secret_ids,"
+    f" ARRAY(SELECT s.secret_ciphertext {_secrets_of('m', '$8')}) AS secret_blobs FROM m, e"
+)
+
+
+class PreClaimed(msgspec.Struct, frozen=True):
+    """A message its writer claimed as it wrote it (`enqueue_claimed`), with its endpoint's secret rows."""
+
+    message: ClaimedMessage
+    secret_rows: list[tuple[str, bytes]]
+
+
+async def enqueue_claimed(conn: asyncpg.Connection, tenant_id: str, endpoint_id: str, event_type: str,
+                          data: dict[str, Any], *, purpose: Purpose, operation_id: str | None, now: datetime,
+                          lease: timedelta, message_id: str) -> PreClaimed | None:
+    """Write a message as `enqueue_message` does, claimed for its first attempt by the writer.
+
+    For a writer that attempts the message itself as soon as its transaction commits (the
+    ledger's confirm and its perform fast path): one statement instead of a write, a
+    notification that wakes every deliverer for nothing, and a claim after the commit.
+    The lease runs from ``now`` (the message's due time), as a claim at ``now`` would;
+    until it ends no deliverer takes the message, so the writer must attempt it (`deliver`
+    with ``claimed`` and ``claimed_secrets``) or, if it dies, the message waits for the
+    lease.
+
+    The caller's transaction must already hold the endpoint's parking lock (shared,
+    `parking.HOLD_ENDPOINT_SQL`): a message for a disabled endpoint is written parked and
+    unclaimed (None), exactly as `enqueue_message` writes it.
+
+    Raises:
+        Invalid: as `enqueue_message`.
+        NotFound: No such endpoint for this tenant.
+    """
+    check_sendable(event_type, purpose)
+    try:
+        row = await conn.fetchrow(_ENQUEUE_CLAIMED, tenant_id, message_id, endpoint_id, event_type,
+                                  build_body(event_type, data, now), purpose, operation_id, now, lease)
+    except asyncpg.ForeignKeyViolationError:
+        raise NotFound("webhook_endpoint_not_found", "No such webhook endpoint.") from None
+    assert row is not None  # the insert either wrote its row or raised
+    fields = dict(row)
+    rows = list(zip(fields.pop("secret_ids"), fields.pop("secret_blobs"), strict=True))
+    if fields["locked_until"] is None:  # parked: its endpoint is disabled
+        return None
+    return PreClaimed(ClaimedMessage(**fields), rows)
 
 
 async def _claim_with_secrets(conn: asyncpg.Connection, message_id: str, now: datetime, lease: timedelta,
@@ -292,6 +357,7 @@ async def deliver(
     claimed: ClaimedMessage | None = None,
     secrets: SecretSource | None = None,
     delivered: DeliveredRecorder | None = None,
+    claimed_secrets: list[tuple[str, bytes]] | None = None,
 ) -> DeliveryReport | None:
     """Make one attempt at a message if it can be claimed now.
 
@@ -318,6 +384,8 @@ async def deliver(
             cache); default: read and decrypted for this attempt.
         delivered: Records a clean ``2xx`` of an attempt without ``on_settle`` (the
             deliverer's batches, `DeliveredBatch`); every other outcome is settled here.
+        claimed_secrets: With ``claimed``, its endpoint's secret rows as read with the
+            claim (`enqueue_claimed`): opened with ``kek`` instead of being read again.
 
     Returns:
         The attempt's report, or None when the message was not claimable (not due,
@@ -331,7 +399,8 @@ async def deliver(
     never its text.
     """
     now = clock()
-    secret_rows: list[tuple[str, bytes]] | None = None  # read with the claim, when this claims and reads them
+    # read with the claim, when this claims and reads them (or the caller's claim did, `enqueue_claimed`)
+    secret_rows: list[tuple[str, bytes]] | None = claimed_secrets if claimed is not None else None
     if claimed is None:
         async with pool.acquire() as conn:
             if secrets is None:
@@ -350,10 +419,10 @@ async def deliver(
                     until = await _throttled_until(conn, claimed, now, wait, claimed.rate_limit_per_second)
                     await _defer(conn, claimed, until)
                 return None
-        if secrets is not None:
-            keys = await secrets(pool, claimed, now)
-        elif secret_rows is not None:
+        if secret_rows is not None:
             keys = open_secrets(secret_rows, claimed.tenant_id, claimed.endpoint_id, kek)
+        elif secrets is not None:
+            keys = await secrets(pool, claimed, now)
         else:
             async with pool.acquire() as conn:
                 keys = await signing_secrets(conn, claimed.tenant_id, claimed.endpoint_id, kek, now)

@@ -41,6 +41,7 @@ __all__ = [
     "MessageState",
     "Purpose",
     "build_body",
+    "check_sendable",
     "enqueue_event",
     "enqueue_message",
     "get_message",
@@ -112,6 +113,19 @@ def build_body(event_type: str, data: dict[str, Any], now: datetime) -> str:
     return msgspec.json.encode({"type": event_type, "timestamp": _iso(now), "data": data}).decode("utf-8")
 
 
+def check_sendable(event_type: str, purpose: str) -> None:
+    """Refuse a message that cannot be sent: an unknown type, or a purpose that does not fit it.
+
+    Raises:
+        Invalid: ``invalid_event_type`` or ``invalid_purpose``.
+    """
+    if event_type not in _SENDABLE:
+        raise Invalid("invalid_event_type", "Unknown webhook event type.", fields={"event_type": "unknown"})
+    for special, special_type in _PURPOSE_TYPES.items():
+        if (purpose == special) != (event_type == special_type):
+            raise Invalid("invalid_purpose", f"{special_type}, and only it, has the purpose {special}.")
+
+
 async def enqueue_message(
     conn: asyncpg.Connection,
     tenant_id: str,
@@ -148,11 +162,7 @@ async def enqueue_message(
         Invalid: ``invalid_event_type``, or the purpose does not fit the type.
         NotFound: No such endpoint for this tenant.
     """
-    if event_type not in _SENDABLE:
-        raise Invalid("invalid_event_type", "Unknown webhook event type.", fields={"event_type": "unknown"})
-    for special, special_type in _PURPOSE_TYPES.items():
-        if (purpose == special) != (event_type == special_type):
-            raise Invalid("invalid_purpose", f"{special_type}, and only it, has the purpose {special}.")
+    check_sendable(event_type, purpose)
     message_id = message_id or new_id("msg")
     try:
         async with in_transaction(conn):

@@ -21,7 +21,6 @@ from typing import Any
 from frontdoor_core.errors import Unavailable
 from frontdoor_core.rate_limit import hit, window_key
 from frontdoor_core.redis_keys import shard
-from frontdoor_identity import get_agent_policy, is_allowed
 from frontdoor_operations.rules import CallerView
 from frontdoor_protocol import (
     ChallengeScheme,
@@ -166,12 +165,11 @@ async def authenticate(ctx: LedgerContext, tenant: LedgerTenant, request: Reques
             raise Refused(refusal(ProtocolError(ErrorCode.INVALID_DPOP_PROOF, "This DPoP proof was already used.")))
         if session_limit is not None and count is not None and count[0] > session_limit.limit:
             raise rate_limited(max(count[1], 1))
-        session = await session_store.find_session(conn, tenant.tenant_id, claims.sid)
+        # The Session and the agent policy in one statement: none when either refuses.
+        session = await session_store.find_session_of_allowed_agent(conn, tenant.tenant_id, claims.sid,
+                                                                    claims.client_id)
         if (session is None or not session.live or session.client_id != claims.client_id
                 or session.user_id != claims.sub):
-            raise Refused(refusal(ProtocolError(ErrorCode.INVALID_TOKEN, "The Session has ended.")))
-        policy = await get_agent_policy(conn, tenant.tenant_id, client_id=claims.client_id)
-        if not is_allowed(policy, claims.client_id):
             raise Refused(refusal(ProtocolError(ErrorCode.INVALID_TOKEN, "The Session has ended.")))
     signed_in = session.signed_in
     return CallerView(client_id=claims.client_id, user_id=claims.sub, session_id=session.id,

@@ -1,7 +1,8 @@
 """The ledger's fast path: perform a winning confirm at once and wait, briefly, for its outcome.
 
-A confirm that wins the compare-and-set starts the first attempt of the perform webhook
-in this process, then waits up to ``FRONTDOOR_CONFIRM_WAIT`` for the outcome: woken by
+A confirm that wins the compare-and-set writes its perform message already claimed by this
+process (`ledger.confirm_claimed`: no notification wakes a deliverer for it, no second
+statement claims it), starts that first attempt here, then waits up to ``FRONTDOOR_CONFIRM_WAIT`` for the outcome: woken by
 this attempt finishing or by the settled channel (another process, or the company's
 report through the ledger API), never by polling. Past the budget the agent gets the
 operation ``in_progress`` with ``Retry-After``; the attempt carries on in the
@@ -22,6 +23,7 @@ import asyncio
 import contextlib
 import math
 import secrets
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -33,6 +35,7 @@ from frontdoor_operations import kinds, ledger
 from frontdoor_operations.ledger import Operation
 from frontdoor_operations.perform import perform_message
 from frontdoor_tenancy.credentials import Kek
+from frontdoor_webhooks.delivery import PreClaimed
 from frontdoor_webhooks.delivery_policy import DeliveryPolicy
 from frontdoor_webhooks.endpoint_secrets import signing_secrets
 from frontdoor_webhooks.endpoints import get_endpoint
@@ -88,13 +91,21 @@ class Performer:
         if self._pooled is not None:
             await self._pooled.aclose()
 
-    async def _attempt(self, tenant_id: str, message_id: str, settled: list[Operation]) -> Any:
+    @property
+    def lease(self) -> timedelta:
+        """How long a claim of this process's attempts lasts (the delivery policy's lease)."""
+        return self._policy.lease
+
+    async def _attempt(self, tenant_id: str, message_id: str, settled: list[Operation],
+                       claim: PreClaimed | None = None) -> Any:
         ctx = self._ctx
         try:
             report = await perform_message(ctx.pool, ctx.runtime.redis, message_id,
                                            sender=partitioned(self._sender, tenant_id), kek=self._kek,
                                            clock=ctx.runtime.clock, policy=self._policy, tenant_id=tenant_id,
-                                           on_settled=self._wake, throttle=self._throttle, settled=settled)
+                                           on_settled=self._wake, throttle=self._throttle, settled=settled,
+                                           claimed=None if claim is None else claim.message,
+                                           claimed_secrets=None if claim is None else claim.secret_rows)
         except Exception:  # the deliverer retries; the record is in PostgreSQL
             _log.exception("perform_attempt_failed", message_id=message_id)
             return None
@@ -108,8 +119,12 @@ class Performer:
     async def _wake(self, operation_id: str) -> None:
         self._ctx.waiters.wake(operation_id)
 
-    async def perform_and_wait(self, tenant_id: str, operation_id: str, message_id: str) -> Operation | None:
+    async def perform_and_wait(self, tenant_id: str, operation_id: str, message_id: str, *,
+                               claim: PreClaimed | None = None) -> Operation | None:
         """Attempt the perform webhook now and answer the operation once settled or at the budget.
+
+        ``claim``: the perform message as the confirm wrote it, already claimed for this
+        attempt (`ledger.confirm_claimed`); without it the attempt claims the message first.
 
         The waiter is registered before the attempt starts, and the operation is read again
         once the attempt ends, so an outcome recorded by another process in between is never
@@ -124,7 +139,7 @@ class Performer:
         waiter = asyncio.create_task(self._ctx.waiters.wait(operation_id, budget))
         await asyncio.sleep(0)  # let the waiter register before anything can settle
         settled: list[Operation] = []  # filled once this attempt's outcome is committed
-        attempt = asyncio.create_task(self._attempt(tenant_id, message_id, settled))
+        attempt = asyncio.create_task(self._attempt(tenant_id, message_id, settled, claim))
         self._tasks.add(attempt)
         attempt.add_done_callback(self._tasks.discard)
         try:

@@ -200,10 +200,18 @@ async def _confirm(ctx: LedgerContext, tenant: LedgerTenant, caller: CallerView,
     if repriced is not None:
         return _terms_changed(repriced)
     async with ctx.pool.acquire() as conn:
-        current, message_id = await ledger.confirm(conn, tenant.tenant_id, op.id, revision=op.revision,
-                                                   approved_by=approved_by,  # type: ignore[arg-type]
-                                                   via=via,  # type: ignore[arg-type]
-                                                   now=ctx.now(), account=caller.account)
+        if ctx.performer is not None:  # its perform message written claimed for the fast path's attempt
+            current, message_id, claim = await ledger.confirm_claimed(
+                conn, tenant.tenant_id, op.id, revision=op.revision,
+                approved_by=approved_by,  # type: ignore[arg-type]
+                via=via,  # type: ignore[arg-type]
+                now=ctx.now(), lease=ctx.performer.lease, account=caller.account)
+        else:
+            current, message_id = await ledger.confirm(conn, tenant.tenant_id, op.id, revision=op.revision,
+                                                       approved_by=approved_by,  # type: ignore[arg-type]
+                                                       via=via,  # type: ignore[arg-type]
+                                                       now=ctx.now(), account=caller.account)
+            claim = None
     if message_id is None:
         # Another confirm won (or the proposal changed or lapsed meanwhile): answer what is.
         if current.state == "proposed" and current.revision != op.revision:
@@ -211,7 +219,7 @@ async def _confirm(ctx: LedgerContext, tenant: LedgerTenant, caller: CallerView,
         return answer(ctx, await _lapse(ctx, tenant, current))
     CONFIRMS.labels("won").inc()
     if ctx.performer is not None:
-        settled = await ctx.performer.perform_and_wait(tenant.tenant_id, current.id, message_id)
+        settled = await ctx.performer.perform_and_wait(tenant.tenant_id, current.id, message_id, claim=claim)
         if settled is not None:
             current = settled
     return answer(ctx, current)
