@@ -13,6 +13,7 @@ from litestar.testing import AsyncTestClient
 
 from tests.integration.conftest import TenantHandle, sign_up
 from tests.support.clock import ShiftableClock
+from tests.support.fixed_windows import room_in_window
 
 
 @pytest.fixture
@@ -55,6 +56,8 @@ async def test_test_sends_redeliveries_and_recoveries_are_rate_limited_per_tenan
     a, b = await sign_up(small), await sign_up(small)
     ea = (await _endpoint(small, a, 1)).json()["endpoint"]["id"]
     eb = (await _endpoint(small, b, 1)).json()["endpoint"]["id"]
+    # Each limit's counts fall in one of its windows: a minute (test sends, redeliveries), an hour (recoveries).
+    await room_in_window(60, 3600, needed_s=15)
 
     sent = [await small.post(f"/api/v1/webhook-endpoints/{ea}/test", headers=a.auth) for _ in range(2)]
     assert [r.status_code for r in sent] == [202, 202]

@@ -17,6 +17,7 @@ from litestar.testing import AsyncTestClient
 from tests.conftest import unique
 from tests.integration.conftest import TenantHandle
 from tests.support.agent import TestAgent
+from tests.support.fixed_windows import room_in_window
 from tests.support.mock_web import MockWeb
 
 
@@ -46,6 +47,7 @@ async def test_replays_are_refused_and_not_counted_against_the_agent(
     console: AsyncTestClient[Any], issuer: AsyncTestClient[Any], tenant: TenantHandle, agent: TestAgent, db: Any,
 ) -> None:
     await configure(console, tenant, sessions_per_agent_per_minute=2)
+    await room_in_window(60, needed_s=15)  # the first, second and third Sessions fall in one minute of the limit
     form = agent.token_form(tenant.issuer, "u")
     first = await start(issuer, tenant, agent, form)
     assert first.status_code == 200, first.text

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 from urllib.parse import quote
 
@@ -11,6 +10,7 @@ import pytest
 from tests.conftest import unique
 from tests.integration.ledger.conftest import Shop
 from tests.support.agent import TestAgent
+from tests.support.fixed_windows import room_in_window
 
 CANARY = "canary-<script>-" + "x" * 8
 
@@ -133,11 +133,8 @@ async def test_too_many_requests_from_one_session(shop: Shop, agent: TestAgent, 
     from frontdoor_ledger.http import agent_operations
 
     monkeypatch.setattr(agent_operations, "REQUESTS_PER_SESSION_PER_MINUTE", 3)
-    for _ in range(3):  # the limiter counts in fixed wall-clock minutes: a run that straddles one starts over
-        minute = int(time.time()) // 60
-        tokens, op, _ = await propose_ok(shop, agent)
-        answers = [await shop.agent(agent, tokens["access_token"], op["operation_id"]) for _ in range(4)]
-        if int(time.time()) // 60 == minute:
-            break
+    await room_in_window(60, needed_s=15)  # the limiter counts in fixed wall-clock minutes: all in one
+    tokens, op, _ = await propose_ok(shop, agent)
+    answers = [await shop.agent(agent, tokens["access_token"], op["operation_id"]) for _ in range(4)]
     assert [a.status_code for a in answers] == [200, 200, 200, 429]
     assert answers[-1].json()["error"] == "rate_limited" and answers[-1].headers["retry-after"].isdigit()

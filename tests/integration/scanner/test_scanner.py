@@ -20,6 +20,7 @@ from tests.integration.conftest import TenantHandle
 from tests.integration.scanner.conftest import scanner_client
 from tests.support.clock import ShiftableClock
 from tests.support.dns_server import LocalDNS
+from tests.support.fixed_windows import room_in_window
 from tests.support.mock_web import MockWeb
 
 ISSUER = "https://issuer.frontdoor.test"
@@ -246,6 +247,7 @@ async def test_one_host_gets_a_bounded_share_of_requests(settings: Settings, clo
     victim = f"{unique('victim-')}.example.net"
     async for client in scanner_client(settings, clock, SafeFetcher(scanner_policy(), transport=target_web), web,
                                        scanner_rate_limit=100, scanner_target_rate_limit=3):
+        await room_in_window(60, needed_s=15)  # the 3 scans fall in one minute of the per-host limit
         for n in range(3):
             domain = f"{unique('flood-')}.example.com"
             doc = {"protocol_version": "0.2", "organization": {"name": "X", "domain": domain},
@@ -267,6 +269,7 @@ async def test_fresh_scans_are_rate_limited_per_client_network_but_cached_result
         await runtime.redis.delete(key)
     async for client in scanner_client(settings, clock, SafeFetcher(scanner_policy(), transport=fake), web,
                                        scanner_rate_limit=2):
+        await room_in_window(3600, needed_s=20)  # the 3 fresh scans and the page fall in one hour of the limit
         for d in domains[:2]:
             assert (await client.get("/api/v1/scan", params={"domain": d})).status_code == 200
         third = await client.get("/api/v1/scan", params={"domain": domains[2]})

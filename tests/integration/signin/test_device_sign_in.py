@@ -4,6 +4,7 @@ polling answer, and the signed-in Session it ends with (PAP §4.4)."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -180,13 +181,14 @@ async def test_user_code_guessing_is_limited_per_tenant(company: Company, agent:
     limited = DeviceStore(store._redis, clock=company.clock, misses_per_tenant_per_minute=3,
                           misses_per_requester_per_minute=2)
     started = (await company.device(agent, "poppy:read")).json()
+    at = company.clock()  # every guess at this instant: all count in its minute, however long the test takes
+    tenant_id, code = company.tenant.id, started["user_code"]
     for _ in range(2):
-        assert await limited.find_by_user_code(company.tenant.id, "BBBB-BBBB", requester="10.0.0.1") is None
+        assert await limited.find_by_user_code(tenant_id, "BBBB-BBBB", now=at, requester="10.0.0.1") is None
     with pytest.raises(RateLimited):  # this requester is out of guesses
-        await limited.find_by_user_code(company.tenant.id, started["user_code"], requester="10.0.0.1")
-    assert await limited.find_by_user_code(company.tenant.id, "CCCC-CCCC", requester="10.0.0.2") is None
+        await limited.find_by_user_code(tenant_id, code, now=at, requester="10.0.0.1")
+    assert await limited.find_by_user_code(tenant_id, "CCCC-CCCC", now=at, requester="10.0.0.2") is None
     with pytest.raises(RateLimited):  # the tenant as a whole is too
-        await limited.find_by_user_code(company.tenant.id, started["user_code"], requester="10.0.0.3")
-    company.clock.advance(seconds=61)
-    found = await limited.find_by_user_code(company.tenant.id, started["user_code"], requester="10.0.0.1")
+        await limited.find_by_user_code(tenant_id, code, now=at, requester="10.0.0.3")
+    found = await limited.find_by_user_code(tenant_id, code, now=at + timedelta(seconds=61), requester="10.0.0.1")
     assert found is not None and found.client_id == agent.client_id

@@ -23,6 +23,7 @@ from tests.integration.conftest import TenantHandle
 from tests.integration.console.test_log_redaction import capture_logs, capture_spans
 from tests.integration.signin.conftest import Company, assert_refusal, configure, make_company
 from tests.support.agent import TestAgent
+from tests.support.fixed_windows import room_in_window
 from tests.support.mock_web import MockWeb
 
 PASSWORD = "correct-horse-" + secrets.token_urlsafe(8)
@@ -161,6 +162,7 @@ async def test_one_time_code_step(mediated: Company, agent: TestAgent, web: Mock
 async def test_refusals_scope_fields_rate_limit(mediated: Company, agent: TestAgent) -> None:
     s = await mediated.session(agent, "u5")
     tok = s["access_token"]
+    await room_in_window(60, needed_s=15)  # the 5 attempts fall in one minute of the per-user limit
     assert_refusal(await _post(mediated, agent, tok, {**_creds("a@b.c"), "scope": "poppy:write"}), 400,
                    "invalid_scope")
     extra = {"scope": "poppy:read", "credentials": {"email": "a@b.c", "password": "x", "pin": "1"}}
