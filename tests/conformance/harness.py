@@ -165,7 +165,7 @@ class FrontdoorDriver:
         from tests.conformance.browser import Browser
 
         # Each user approves from their own browser and address, as people do: Frontdoor
-        # limits code entries per address (20 per 5 minutes), and the suites sign in more.
+        # limits code entries per address (60 per network a minute), and the suites sign in more.
         address = "198.18.{}.{}".format(*divmod(next(_USER_ADDRESSES) % 65536, 256))
         await self._idp_follows_clock()
         async with self._browser_http(address) as http:
