@@ -3,12 +3,13 @@
 A fresh database is migrated and seeded with ``frontdoor_devstack.scale_seed`` (40 tenants,
 their operations, messages and attempts over 60 days), then varied so every branch of every
 count has rows: operations moved into progress (confirmed before and after the stuck
-cut-off, some flagged for attention, some both), messages retrying, endpoints disabled and
-failing. For several tenants each function of ``frontdoor_operations.overview`` behind the
+cut-off, some flagged for attention, some both), messages pending (not tried yet, in their
+first attempt, retrying after a failed attempt, some of those in flight again), endpoints
+disabled and failing. For several tenants each function of ``frontdoor_operations.overview`` behind the
 overview page must answer exactly what Python computes from that tenant's raw rows (stuck
 by ``overview.is_stuck`` itself), under the plans the planner picks and again with
 sequential scans, and bitmap scans, off (the index-only plans of the migration
-``operations_overview_counts`` and ``webhook_messages_retrying``), and once more with generic plans forced (what asyncpg's
+``operations_overview_counts`` and ``webhook_messages_failed_at``), and once more with generic plans forced (what asyncpg's
 prepared statements settle on).
 """
 
@@ -73,10 +74,18 @@ async def _vary(conn: asyncpg.Connection) -> None:
     await conn.execute(
         "UPDATE operations SET created_at = now() - make_interval(secs => (substr(id, 5)::int % 1440) * 61)"
         " WHERE id LIKE 'op\\_v%' AND substr(id, 5)::int % 5 = 0")
-    # Retrying messages (pending after failed attempts), and pending ones not yet tried.
+    # Pending messages: not tried yet (attempts 0); in their first attempt (claimed, a lease,
+    # nothing failed: not retrying); retrying after a failed attempt (failed_at), waiting or in
+    # flight again. Some finished messages failed before they finished (not retrying either).
+    await conn.execute(
+        "UPDATE webhook_messages SET failed_at = created_at WHERE id LIKE 'msg\\_v%' AND substr(id, 6)::int % 7 = 0")
     await conn.execute(
         "UPDATE webhook_messages SET state = 'pending', delivered_at = NULL, finished_at = NULL,"
-        " attempts = substr(id, 6)::int % 3, next_attempt_at = now() + interval '1 minute'"
+        " attempts = substr(id, 6)::int % 3, next_attempt_at = now() + interval '1 minute',"
+        " failed_at = CASE WHEN substr(id, 6)::int % 3 = 2 OR substr(id, 6)::int % 6 = 4"
+        "   THEN now() - interval '1 minute' END,"
+        " locked_until = CASE WHEN substr(id, 6)::int % 3 > 0 AND substr(id, 6)::int % 2 = 1"
+        "   THEN now() + interval '30 seconds' END"
         " WHERE id LIKE 'msg\\_v%' AND substr(id, 6)::int % 17 = 0")
     await conn.execute(
         "UPDATE webhook_messages SET state = 'aborted', delivered_at = NULL, created_at = now() - interval '2 hours'"
@@ -103,7 +112,7 @@ async def _expected(conn: asyncpg.Connection, tenant_id: str, now: datetime) -> 
     day_ago, month_ago = now - timedelta(hours=24), now - timedelta(days=30)
     ops = await conn.fetch("SELECT state, created_at, confirmed_at, attention FROM operations WHERE tenant_id = $1",
                            tenant_id)
-    msgs = await conn.fetch("SELECT state, attempts, delivered_at, created_at FROM webhook_messages"
+    msgs = await conn.fetch("SELECT state, failed_at, created_at FROM webhook_messages"
                             " WHERE tenant_id = $1", tenant_id)
     atts = await conn.fetch("SELECT started_at, error_class FROM webhook_attempts WHERE tenant_id = $1", tenant_id)
     ends = await conn.fetch("SELECT enabled, failing_since FROM webhook_endpoints WHERE tenant_id = $1", tenant_id)
@@ -123,7 +132,7 @@ async def _expected(conn: asyncpg.Connection, tenant_id: str, now: datetime) -> 
                              for d, (p, s, f) in daily.items()},
         "count_stuck": sum(overview.is_stuck(SimpleNamespace(**dict(r)), now) for r in ops),  # type: ignore[arg-type]
         "delivery_health": overview.DeliveryHealth(
-            retrying=sum(r["state"] == "pending" and r["attempts"] > 0 and r["delivered_at"] is None for r in msgs),
+            retrying=sum(r["state"] == "pending" and r["failed_at"] is not None for r in msgs),
             failed_24h=sum(r["created_at"] >= day_ago for r in failed),
             failed_30d=sum(r["created_at"] >= month_ago for r in failed),
             failed_attempts_24h=sum(at >= day_ago for at in failed_attempts),
@@ -169,6 +178,13 @@ async def test_overview_counts_equal_the_rows(seeded: str, settings: tuple[str, 
         for field in overview.DeliveryHealth.__struct_fields__:
             assert sum(getattr(h, field) for h in healths) > 0, (field, healths)
         assert in_progress_24h > 0
+        # Messages in their first attempt (claimed, nothing failed) are pending with attempts > 0 and
+        # not retrying: the data has them, and finished messages that had failed.
+        kinds = {r["kind"]: r["n"] for r in await conn.fetch(
+            "SELECT CASE WHEN state = 'pending' AND attempts = 1 AND locked_until > now() AND failed_at IS NULL"
+            " THEN 'first attempt' WHEN state <> 'pending' AND failed_at IS NOT NULL THEN 'finished, had failed'"
+            " END AS kind, count(*) AS n FROM webhook_messages WHERE tenant_id = ANY($1) GROUP BY 1", TENANTS)}
+        assert kinds.get("first attempt", 0) > 0 and kinds.get("finished, had failed", 0) > 0, kinds
     finally:
         await conn.close()
 
@@ -189,8 +205,11 @@ async def test_index_plans_read_the_new_indexes(seeded: str) -> None:
         assert "operations_recent" not in indexes  # replaced, not doubled (one index more to write per update)
         assert "WHERE ((state = 'in_progress'::text) AND (attention IS NOT NULL))" in indexes["operations_attention"]
         plan = "\n".join(r[0] for r in await conn.fetch(
-            "EXPLAIN SELECT count(*) FROM webhook_messages WHERE tenant_id = $1 AND state = 'pending' AND attempts > 0"
-            " AND delivered_at IS NULL", TENANTS[0]))
-        assert "Index Only Scan using webhook_messages_retrying" in plan, plan
+            "EXPLAIN SELECT count(*) FROM webhook_messages WHERE tenant_id = $1 AND state = 'pending'"
+            " AND failed_at IS NOT NULL", TENANTS[0]))
+        assert "Index Only Scan using webhook_messages_failed_pending" in plan, plan
+        indexes = {r["indexname"] for r in await conn.fetch(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'webhook_messages'")}
+        assert "webhook_messages_retrying" not in indexes  # its attempts > 0 made every claim a non-HOT update
     finally:
         await conn.close()

@@ -135,8 +135,8 @@ async def delivery_health(conn: asyncpg.Connection, tenant_id: str, *, now: date
     """Counts for the overview's deliveries tile and its "needs attention" list."""
     row = await conn.fetchrow(
         "SELECT"
-        " (SELECT count(*) FROM webhook_messages WHERE tenant_id = $1 AND state = 'pending' AND attempts > 0"
-        "   AND delivered_at IS NULL) AS retrying,"
+        " (SELECT count(*) FROM webhook_messages WHERE tenant_id = $1 AND state = 'pending' AND failed_at IS NOT NULL)"
+        "   AS retrying,"
         " (SELECT count(*) FROM webhook_messages WHERE tenant_id = $1 AND state IN ('exhausted', 'aborted')"
         "   AND created_at >= $2) AS failed_24h,"
         " (SELECT count(*) FROM webhook_messages WHERE tenant_id = $1 AND state IN ('exhausted', 'aborted')"

@@ -66,7 +66,8 @@ WITH attempt AS (
 ), settled AS (
   UPDATE webhook_messages SET state = $5, next_attempt_at = $6, locked_until = NULL, last_status = $7,
          delivered_at = CASE WHEN $5 = 'delivered' THEN $8 ELSE delivered_at END,
-         finished_at = CASE WHEN $5 <> 'pending' THEN $8 END
+         finished_at = CASE WHEN $5 <> 'pending' THEN $8 END,
+         failed_at = CASE WHEN $5 = 'delivered' THEN failed_at ELSE $8 END
    WHERE tenant_id = $1 AND id = $2 AND state = 'pending' AND attempts = $3 AND locked_until = $4
   RETURNING id
 ), healthy AS (

@@ -296,6 +296,7 @@ async def redeliver(conn: asyncpg.Connection, actor: Actor, message_id: str, *, 
             await hold_endpoint(conn, endpoint_id)  # parked when its endpoint is disabled (see `parking`)
         row = await conn.fetchrow(
             "UPDATE webhook_messages SET state = 'pending', attempts = 0, next_attempt_at = $3, finished_at = NULL,"  # noqa: S608
+            " failed_at = NULL,"
             " parked = coalesce((SELECT NOT e.enabled FROM webhook_endpoints AS e"
             " WHERE e.tenant_id = $1 AND e.id = webhook_messages.endpoint_id), false)"
             " WHERE tenant_id = $1 AND id = $2 AND state <> 'superseded' AND superseded_at IS NULL"
@@ -335,6 +336,7 @@ async def recover(conn: asyncpg.Connection, actor: Actor, endpoint_id: str, *, s
         await hold_endpoint(conn, endpoint_id)  # parked when the endpoint is disabled (see `parking`)
         ids = await conn.fetch(
             "UPDATE webhook_messages SET state = 'pending', attempts = 0, next_attempt_at = $4, finished_at = NULL,"
+            " failed_at = NULL,"
             " parked = coalesce((SELECT NOT e.enabled FROM webhook_endpoints AS e WHERE e.tenant_id = $1"
             " AND e.id = $2), false)"
             " WHERE tenant_id = $1 AND endpoint_id = $2 AND created_at >= $3 AND state IN ('exhausted', 'aborted')"

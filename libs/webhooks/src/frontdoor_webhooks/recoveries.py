@@ -134,8 +134,9 @@ async def run_recovery_chunk(conn: asyncpg.Connection, now: datetime, *,
                FOR UPDATE
         ), moved AS (
             UPDATE webhook_messages AS m SET state = 'pending', attempts = 0, next_attempt_at = $8,
-                   finished_at = NULL, parked = coalesce((SELECT NOT e.enabled FROM webhook_endpoints AS e
-                                                           WHERE e.tenant_id = $1 AND e.id = $2), false)
+                   finished_at = NULL, failed_at = NULL,
+                   parked = coalesce((SELECT NOT e.enabled FROM webhook_endpoints AS e
+                                       WHERE e.tenant_id = $1 AND e.id = $2), false)
               FROM batch WHERE m.tenant_id = $1 AND m.id = batch.id
             RETURNING m.id, m.created_at
         )
