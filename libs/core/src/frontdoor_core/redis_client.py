@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import redis
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
+from redis.driver_info import DriverInfo
 from redis.exceptions import RedisError
 
 from .metrics import REDIS_ERRORS
@@ -24,7 +26,13 @@ __all__ = ["Redis", "create_redis", "drop_connections", "is_cluster"]
 
 Redis = aioredis.Redis
 
-_TIMEOUTS: dict[str, Any] = {"socket_timeout": 2.0, "socket_connect_timeout": 2.0, "health_check_interval": 15}
+# The client's name and version for CLIENT SETINFO, given once: by default redis-py reads its own
+# version from the installed package's metadata for every new connection (~0.3 ms each, so ~20 ms
+# when a pool grows by 64 under a first burst).
+_DRIVER = DriverInfo(lib_version=redis.__version__)
+_TIMEOUTS: dict[str, Any] = {"socket_timeout": 2.0, "socket_connect_timeout": 2.0, "health_check_interval": 15,
+                             "driver_info": _DRIVER}
+
 
 
 def _count_error(args: tuple[Any, ...]) -> None:
