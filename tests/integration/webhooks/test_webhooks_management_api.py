@@ -139,8 +139,8 @@ async def test_recovery_is_a_chunked_job_with_progress(console: AsyncTestClient[
             message_id = await enqueue_message(conn, tenant.id, endpoint_id, "webhook.test",
                                                {"endpoint_id": endpoint_id, "sequence": 1}, purpose="event",
                                                now=now + at_offset)
-            await conn.execute("UPDATE webhook_messages SET state = $3, attempts = 8, next_attempt_at = NULL"
-                               " WHERE tenant_id = $1 AND id = $2", tenant.id, message_id, state)
+            await conn.execute("UPDATE webhook_messages SET state = $3, attempts = 8, next_attempt_at = NULL,"
+                               " failed_at = created_at WHERE tenant_id = $1 AND id = $2", tenant.id, message_id, state)
         return message_id
 
     too_old = await failed(timedelta(hours=-3))
@@ -162,10 +162,11 @@ async def test_recovery_is_a_chunked_job_with_progress(console: AsyncTestClient[
         progress.append((seen["state"], seen["requeued"], seen["total"]))
     assert progress == [("running", 2, 5), ("running", 4, 5), ("done", 5, 5)]
 
-    states = {r["id"]: r["state"] for r in await db.fetch(
-        "SELECT id, state FROM webhook_messages WHERE tenant_id = $1", tenant.id)}
-    assert all(states[m] == "pending" for m in wanted)
-    assert states[too_old] == "exhausted" and states[later] == "exhausted"
+    states = {r["id"]: (r["state"], r["failed"]) for r in await db.fetch(
+        "SELECT id, state, failed_at IS NOT NULL AS failed FROM webhook_messages WHERE tenant_id = $1", tenant.id)}
+    # queued again with a fresh schedule: no failed attempt in it yet (not "retrying" on the overview)
+    assert all(states[m] == ("pending", False) for m in wanted)
+    assert states[too_old] == ("exhausted", True) and states[later] == ("exhausted", True)
     assert await db.fetchval("SELECT count(*) FROM audit_log WHERE tenant_id = $1"
                              " AND action = 'webhook_endpoint.recovered'", tenant.id) == 1
 
