@@ -9,19 +9,21 @@ through the functions the deliverer and the ledger's fast path call.
 
 The dashboard's "retrying" count follows one message through the real delivery path: a
 message in its first attempt is not retrying; after a failed attempt it is, until it is
-delivered, exhausted or queued again by hand.
+delivered, exhausted or queued again by hand. The migration gives rows written before it the
+same meaning, from their attempt rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 import pytest
 from frontdoor_core.db import create_pool
 from frontdoor_core.ids import new_id
+from frontdoor_core.migrations import MIGRATED_PACKAGES, apply_migrations, discover
 from frontdoor_core.runtime import Runtime
 from frontdoor_operations import overview
 from frontdoor_tenancy.actor import Actor
@@ -34,7 +36,7 @@ from webhooks_receiver import Receiver, Reply
 
 from tests.conftest import unique
 from tests.support.clock import ShiftableClock
-from tests.support.databases import own_database
+from tests.support.databases import connected, own_database
 from tests.support.servers import Servers
 
 
@@ -170,3 +172,46 @@ async def test_retrying_counts_messages_pending_after_a_failed_attempt(
     report = await deliver(runtime.pool, message_id, **deps)
     assert report is not None and report.state == "delivered"
     assert await _retrying(runtime, actor.tenant_id) == 0
+
+
+async def test_the_migration_sets_failed_at_of_pending_messages_whose_attempt_failed(servers: Servers) -> None:
+    """Rows written before ``webhook_messages_failed_at``: failed_at from the current schedule's attempt rows."""
+    migrations = discover(MIGRATED_PACKAGES)
+    async with own_database(servers, "fd_failed_at", migrated=False) as url, connected(url) as conn:
+        await apply_migrations(conn, [m for m in migrations if m.version < "20270104010000"])
+        await conn.execute("INSERT INTO tenants (id, slug, organization_name) VALUES ('ten_b', 'b', 'B')")
+        await conn.execute("INSERT INTO webhook_endpoints (tenant_id, id, url, created_at, updated_at)"
+                           " VALUES ('ten_b', 'whe_b', 'https://hooks.example/b', now(), now())")
+        # id: state, attempts, leased (an attempt in flight)
+        messages = {"msg_failed_twice": ("pending", 2, False), "msg_first_attempt": ("pending", 1, True),
+                    "msg_redelivered_first": ("pending", 1, True), "msg_second_attempt": ("pending", 2, True),
+                    "msg_delivered": ("delivered", 2, False), "msg_new": ("pending", 0, False)}
+        for message_id, (state, attempts, leased) in messages.items():
+            await conn.execute(
+                "INSERT INTO webhook_messages (tenant_id, id, endpoint_id, event_type, body, purpose, state, attempts,"
+                " next_attempt_at, locked_until, created_at) VALUES ('ten_b', $1, 'whe_b', 'operation.succeeded',"
+                " '{}', 'event', $2, $3, now(), CASE WHEN $4 THEN now() + interval '30 seconds' END,"
+                " now() - interval '1 hour')", message_id, state, attempts, leased)
+        # message, attempt, minutes ago, failed
+        attempts = [("msg_failed_twice", 1, 30, True), ("msg_failed_twice", 2, 20, True),
+                    ("msg_redelivered_first", 1, 40, True),  # before a redelivery reset attempts
+                    ("msg_second_attempt", 1, 10, True), ("msg_delivered", 1, 50, True),
+                    ("msg_delivered", 2, 45, False)]
+        for n, (message_id, attempt, ago, failed) in enumerate(attempts):
+            await conn.execute(
+                "INSERT INTO webhook_attempts (tenant_id, id, message_id, endpoint_id, attempt, url, started_at,"
+                " duration_ms, response_status, error_class, request_headers) VALUES ('ten_b', $1, $2, 'whe_b', $3,"
+                " 'https://hooks.example/b', date_trunc('second', now()) - make_interval(mins => $4), 250,"
+                " CASE WHEN $5 THEN 503 ELSE 200 END, CASE WHEN $5 THEN 'http_status' END, '{}')",
+                f"att_b{n}", message_id, attempt, ago, failed)
+
+        await apply_migrations(conn, migrations)
+
+        failed_at = {r["id"]: r["failed_at"] for r in await conn.fetch("SELECT id, failed_at FROM webhook_messages")}
+        ended = {r["message_id"]: r["ended"] for r in await conn.fetch(
+            "SELECT message_id, started_at + interval '250 milliseconds' AS ended FROM webhook_attempts"
+            " WHERE (message_id, attempt) IN (('msg_failed_twice', 2), ('msg_second_attempt', 1))")}
+        assert failed_at == {"msg_failed_twice": ended["msg_failed_twice"], "msg_first_attempt": None,
+                             "msg_redelivered_first": None, "msg_second_attempt": ended["msg_second_attempt"],
+                             "msg_delivered": None, "msg_new": None}
+        assert (await overview.delivery_health(conn, "ten_b", now=datetime.now(UTC))).retrying == 2
