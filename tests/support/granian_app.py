@@ -49,7 +49,21 @@ class GranianApp:
         self.proc = subprocess.Popen(argv, env=env, stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
 
-    async def ready(self, timeout: float = 60.0) -> None:
+    async def ready(self, timeout: float = 60.0, *, workers: int = 1) -> None:
+        """Until ``/readyz`` answers and, with ``workers``, every worker has started.
+
+        One worker answering is not all of them: a SIGTERM that reaches granian while another
+        worker is still starting is lost by that worker (it inherits granian's own handler until
+        it installs its loop's), and granian then waits for it without end unless its
+        ``--workers-kill-timeout`` ends it. A test that signals the server waits for them all.
+        """
+
+        async def all_started() -> None:
+            self._log.flush()
+            log = Path(self._log.name).read_text(errors="replace")
+            missing = [n for n in range(1, workers + 1) if f"Started worker-{n}" not in log]
+            assert not missing, f"workers not started yet: {missing}"
+
         async def answers() -> None:
             assert self.proc.poll() is None, self.output()
             try:
@@ -60,6 +74,8 @@ class GranianApp:
             assert r.status_code == 200, r.text
 
         await eventually(answers, timeout=timeout, interval=0.2)
+        if workers > 1:
+            await eventually(all_started, timeout=timeout, interval=0.1)
 
     def terminate(self) -> None:
         """SIGTERM, as Kubernetes sends at a rolling restart."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import subprocess
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -59,7 +60,7 @@ async def test_sigterm_ends_an_agents_stream_and_the_ledger_stops(
     app = GranianApp("frontdoor_ledger.asgi:app", service_env(servers, dns, kek_value, **extra),
                      launcher=None if workers is None else "frontdoor_ledger.serve")
     try:
-        await app.ready()
+        await app.ready(workers=workers or 1)
         frames: list[bytes] = []
         opened = asyncio.Event()
         path = f"/{tenant.slug}/conversations/{cid}/events"
@@ -85,7 +86,10 @@ async def test_sigterm_ends_an_agents_stream_and_the_ledger_stops(
         assert stream.endswith(b": restarting\n\n"), stream[-300:]
         ids = [line.split(b": ", 1)[1].decode() for line in stream.split(b"\n") if line.startswith(b"id: ")]
         assert ids and ids[-1] == backlog["cursor"]  # the agent resumes after this with Last-Event-ID
-        code = await asyncio.to_thread(app.proc.wait, GENEROUS)
+        try:
+            code = await asyncio.to_thread(app.proc.wait, GENEROUS)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the ledger did not stop within {GENEROUS} s of SIGTERM; its log:\n{app.output()}")
         assert code == 0, app.output()
         if workers is not None:  # the launcher did start them all
             assert f"Spawning worker-{workers} " in app.output(), app.output()

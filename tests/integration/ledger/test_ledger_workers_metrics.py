@@ -33,7 +33,7 @@ async def test_metrics_sum_every_worker(servers: Servers, dns: LocalDNS, kek_val
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)  # the launcher makes one
     app = GranianApp("frontdoor_ledger.asgi:app", env, launcher="frontdoor_ledger.serve")
     try:
-        await app.ready()
+        await app.ready(workers=workers)
 
         async def summed() -> None:
             async with httpx.AsyncClient(timeout=5) as http:

@@ -8,7 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from frontdoor_core.serving import available_cpus, become_granian, granian_argv, worker_count
+from frontdoor_core.serving import (
+    WORKERS_KILL_TIMEOUT_S,
+    available_cpus,
+    become_granian,
+    granian_argv,
+    worker_count,
+)
 
 
 def files(**content: str) -> object:
@@ -46,6 +52,8 @@ def test_granian_command_line() -> None:
     assert argv[argv.index("--port") + 1] == "8001" and argv[-1] == "pkg.asgi:app"
     assert "--no-ws" in argv
     assert "--respawn-failed-workers" not in granian_argv("pkg.asgi:app", "127.0.0.1", 8001, 1)
+    assert argv[argv.index("--workers-kill-timeout") + 1] == str(WORKERS_KILL_TIMEOUT_S)
+    assert "--workers-kill-timeout" not in granian_argv("pkg.asgi:app", "127.0.0.1", 8001, 1)
 
 
 @pytest.mark.parametrize(("workers", "metrics_port", "made"), [(2, 9100, True), (1, 9100, False), (2, 0, False)])

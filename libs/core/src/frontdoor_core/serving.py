@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["available_cpus", "become_granian", "granian_argv", "worker_count"]
+__all__ = ["WORKERS_KILL_TIMEOUT_S", "available_cpus", "become_granian", "granian_argv", "worker_count"]
 
 _CGROUP = Path("/sys/fs/cgroup")
 
@@ -58,6 +58,10 @@ def available_cpus(*, read: Callable[[Path], str | None] = _read, affinity: Call
     return max(min(cpus, quota) if quota is not None else cpus, 1)
 
 
+WORKERS_KILL_TIMEOUT_S = 25
+"""Seconds granian waits for a worker to stop after SIGTERM before killing it (several workers)."""
+
+
 def worker_count(configured: int, *, cpus: Callable[[], int] | None = None) -> int:
     """The configured workers, or one per available CPU (`available_cpus`) when it is 0."""
     return configured if configured > 0 else (cpus or available_cpus)()
@@ -69,6 +73,11 @@ def granian_argv(app: str, host: str, port: int, workers: int, *, python: str = 
             "--workers", str(workers), "--no-ws"]
     if workers > 1:
         argv.append("--respawn-failed-workers")  # one worker dying must not leave the others alone
+        # A worker still starting when SIGTERM comes loses it (it runs granian's inherited handler
+        # until its own loop's is set) and would never stop; granian waits for every worker. Past
+        # this, a worker that has not stopped is killed: longer than a graceful stop takes (an
+        # attempt in flight, FRONTDOOR_WEBHOOK_TIMEOUT 15 s), shorter than the chart's 60 s grace.
+        argv += ["--workers-kill-timeout", str(WORKERS_KILL_TIMEOUT_S)]
     return [*argv, app]
 
 
