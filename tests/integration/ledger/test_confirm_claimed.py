@@ -158,12 +158,13 @@ async def test_the_fast_path_sends_its_claimed_message_once_and_signed(shop: Sho
     assert r.status_code == 200 and r.json()["state"] == "succeeded", r.text
     async with runtime.pool.acquire() as conn:
         message = await conn.fetchrow(
-            "SELECT id, attempts, state, locked_until FROM webhook_messages WHERE tenant_id = $1"
+            "SELECT id, attempts, state, locked_until, superseded_at IS NOT NULL AS stopped FROM webhook_messages"
+            " WHERE tenant_id = $1"
             " AND operation_id = $2 AND purpose = 'perform'", shop.tenant.id, op["operation_id"])
         attempts = await conn.fetch("SELECT attempt, response_status FROM webhook_attempts WHERE tenant_id = $1"
                                     " AND message_id = $2", shop.tenant.id, message["id"])
     assert message["attempts"] == 1 and message["locked_until"] is None
-    assert message["state"] in ("delivered", "superseded")
+    assert message["state"] == "delivered" and message["stopped"]  # delivered, and never sent again
     assert [(a["attempt"], a["response_status"]) for a in attempts] == [(1, 200)]
     assert shop.receiver.performed == {op["operation_id"]: 1}  # verified with the endpoint's secret
     assert shop.receiver.webhook_ids == [message["id"]]
