@@ -11,8 +11,10 @@ from datetime import timedelta
 from typing import Any
 
 import httpx
+import pytest
 from frontdoor_core.outbound import FetchResult, OutboundPolicy, SafeFetcher
 from frontdoor_core.runtime import Runtime
+from frontdoor_dispatcher import deliverer as deliverer_module
 from frontdoor_dispatcher.deliverer import Deliverer
 from frontdoor_dispatcher.lanes import Lanes
 from frontdoor_tenancy.credentials import Kek
@@ -120,7 +122,7 @@ async def test_a_failed_answer_is_settled_one_by_one_on_the_retry_schedule(
     assert seen == [mid]
 
 
-async def test_at_most_per_endpoint_posts_run_at_once_and_recording_takes_no_turn(
+async def test_at_most_per_endpoint_posts_run_at_once_and_recording_takes_no_turn_or_share(
         console: AsyncTestClient[Any], tenant: TenantHandle, runtime: Runtime, web: MockWeb, kek_value: str) -> None:
     hook = f"https://{unique('turns-')}.example/hook"
     r = await console.post("/api/v1/webhook-endpoints", json={"url": hook}, headers=tenant.auth)
@@ -139,9 +141,9 @@ async def test_at_most_per_endpoint_posts_run_at_once_and_recording_takes_no_tur
 
     web.handle(hook, slow)
     deliverer = make(runtime, web, Kek.from_env_value(kek_value), lanes=Lanes(per_endpoint=3, per_endpoint_waiting=5))
-    # Each delivery waits 50 ms for its batch: were the endpoint's permit held while recording,
-    # its POSTs would stall behind the batches.
-    deliverer._delivered = DeliveredBatch(runtime.pool, max_wait=0.05)
+    # Each delivery waits 0.5 s for its batch: were the endpoint's permit or its share of the
+    # claims (3 + 5) held while recording, its POSTs would stall behind the batches.
+    deliverer._delivered = DeliveredBatch(runtime.pool, max_wait=0.5)
     async with running(deliverer):
         ids = await enqueue(runtime, tenant.id, ep, 30)
 
@@ -153,7 +155,8 @@ async def test_at_most_per_endpoint_posts_run_at_once_and_recording_takes_no_tur
         await eventually(all_delivered, timeout=15.0)
     assert sorted(seen) == sorted(ids)
     assert most[0] == 3  # the cap was reached and never passed
-    assert outstanding[0] > 3  # POSTs went on while earlier deliveries waited to be recorded
+    # POSTs went on, past the endpoint's whole share, while earlier deliveries waited to be recorded
+    assert outstanding[0] > 3 + 5
 
 
 async def test_two_replicas_never_send_one_attempt_twice(
@@ -389,3 +392,25 @@ async def test_each_attempt_is_sent_in_its_tenants_partition_of_the_connections(
         await eventually(all_sent, timeout=10.0)
     # A shared webhook host's connections are split by tenant (DeliveryClient's partitions).
     assert client.partitions == {**dict.fromkeys(ids1, first.id), **dict.fromkeys(ids2, second.id)}
+
+
+async def test_a_stop_during_the_pause_between_two_passes_is_not_lost(
+        runtime: Runtime, web: MockWeb, kek_value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wake-up that comes while the loop waits out its least time between passes (``TICK``) counts.
+
+    The wake-up flag used to be cleared after that pause, so a `stop` during it was forgotten
+    and the deliverer slept on until its next retry check (``idle_wake``, 30 s here).
+    """
+    monkeypatch.setattr(deliverer_module, "TICK", 3.0)
+    deliverer = make(runtime, web, Kek.from_env_value(kek_value), lanes=_TenantsLanes(set()))
+    task = asyncio.create_task(deliverer.run())
+    try:
+        await asyncio.sleep(0.5)  # its first pass is done: it waits to be woken
+        deliverer._wake.set()  # an attempt ended, say: the next pass waits until TICK after the last one
+        await asyncio.sleep(0.5)  # inside that pause
+        deliverer.stop()
+        await asyncio.wait_for(asyncio.shield(task), 10)  # not idle_wake's 30 s
+    finally:
+        deliverer.stop()
+        if not task.done():
+            task.cancel()

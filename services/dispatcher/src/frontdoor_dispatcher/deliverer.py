@@ -16,7 +16,8 @@
    endpoint's secrets from a short cache (`SecretCache`) and clean ``2xx`` answers
    recorded in batches (`DeliveredBatch`).
 3. At most ``PER_ENDPOINT`` attempts run to one endpoint at once (a semaphore each, held
-   from the attempt's start until its POST is answered; recording it does not hold it); a
+   from the attempt's start until its POST is answered; recording it holds neither the
+   permit nor the endpoint's share of the claims, `Lanes`); a
    claim waiting for its endpoint's turn has its lease renewed before it is sent if less
    than a whole attempt is left of it, so no lease ends while its message is being sent.
    Each attempt's POST goes over its tenant's own connections (`partitioned`): one tenant
@@ -88,25 +89,40 @@ pending), the planner otherwise picks a bitmap scan of every due row and a sort:
 
 
 class _Turn:
-    """An attempt's turn at its endpoint (one of the endpoint's ``PER_ENDPOINT`` permits)."""
+    """An attempt's turn at its endpoint: one of its ``PER_ENDPOINT`` permits, and its place in its share."""
 
-    __slots__ = ("gate", "held")
+    __slots__ = ("answered", "endpoint_id", "gate", "held", "lanes", "wake")
 
-    def __init__(self, gate: asyncio.Semaphore) -> None:
-        self.gate = gate
+    def __init__(self, lanes: Lanes, endpoint_id: str, wake: asyncio.Event) -> None:
+        self.lanes = lanes
+        self.endpoint_id = endpoint_id
+        self.gate = lanes.gate(endpoint_id)
+        self.wake = wake
         self.held = False
+        self.answered = False
 
     def end(self) -> None:
+        """Give the permit back (the POST was answered, failed, or never ran)."""
         if self.held:
             self.held = False
             self.gate.release()
+
+    def answer(self) -> None:
+        """The POST was answered or failed: the permit and the endpoint's share are free for the next claim."""
+        self.end()
+        if not self.answered:
+            self.answered = True
+            self.lanes.answered(self.endpoint_id)
+            self.wake.set()  # the endpoint has room: the next pass may claim for it
 
 
 class _TurnSender:
     """The attempt's sender: its endpoint's turn ends as soon as the POST is answered (or fails).
 
-    What follows (recording the attempt, which for a delivery waits for its batch) no longer
-    takes one of the endpoint's permits, so the next claim's POST starts at once.
+    What follows (recording the attempt, which for a delivery waits for its batch) takes
+    neither one of the endpoint's permits nor its share (`Lanes.answered`), so the next
+    claim's POST starts at once and the next pass claims for the endpoint while earlier
+    answers are being written.
     """
 
     __slots__ = ("_inner", "_turn")
@@ -119,7 +135,7 @@ class _TurnSender:
         try:
             return await self._inner.post(url, body, headers, timeout)
         finally:
-            self._turn.end()
+            self._turn.answer()
 
 
 class Deliverer:
@@ -216,10 +232,9 @@ class Deliverer:
 
     async def _attempt(self, claimed: ClaimedMessage) -> None:
         lanes = self.lanes
-        gate = lanes.gate(claimed.endpoint_id)
-        turn = _Turn(gate)
+        turn = _Turn(lanes, claimed.endpoint_id, self._wake)
         try:
-            await gate.acquire()
+            await turn.gate.acquire()
             turn.held = True
             if self._stopping.is_set():
                 self._unstarted.append(claimed)
@@ -236,7 +251,7 @@ class Deliverer:
             _log.error("webhook_delivery_error", message_id=claimed.id, error=type(exc).__name__)
         finally:
             turn.end()
-            lanes.release(claimed.tenant_id, claimed.endpoint_id)
+            lanes.release(claimed.tenant_id, claimed.endpoint_id, answered=turn.answered)
             self.attempted += 1
             self._wake.set()
 
@@ -283,10 +298,13 @@ class Deliverer:
         last = 0.0
         while not self._stopping.is_set():
             self._beat()
+            # Cleared before the pause: a wake-up during it (`stop` included) is not lost.
+            self._wake.clear()
             pause = last + TICK - time.monotonic()
             if pause > 0:
                 await asyncio.sleep(pause)
-            self._wake.clear()
+            if self._stopping.is_set():
+                break
             news, self._news = self._news, False
             last = time.monotonic()
             if await self._pass(conn, news):

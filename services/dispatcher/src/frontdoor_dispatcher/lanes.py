@@ -1,12 +1,16 @@
 """The deliverer's shares: how much of its capacity one endpoint and one tenant may hold.
 
-A deliverer holds at most ``total`` claimed messages at once (running or waiting for
-their endpoint's turn), at most ``per_tenant`` of one tenant's and at most
-``per_endpoint + per_endpoint_waiting`` of one endpoint's, and runs at most
-``per_endpoint`` attempts to one endpoint at a time (an `asyncio.Semaphore` per endpoint,
-released as each attempt's POST is answered: recording it takes no permit). So a dead endpoint (every attempt waits for the timeout)
-or one tenant's burst holds only its share: an endpoint or tenant at its share is left
-out of the next claim, and other tenants' messages are claimed past it. The waiting
+A deliverer holds at most ``total`` claimed messages at once (waiting for their endpoint's
+turn, being sent, or answered and waiting for their attempt to be recorded), at most
+``per_tenant`` of one tenant's, and at most ``per_endpoint + per_endpoint_waiting`` of one
+endpoint's not yet answered; it runs at most ``per_endpoint`` attempts to one endpoint at a
+time (an `asyncio.Semaphore` per endpoint). An attempt leaves its endpoint's share (and
+gives back its permit) as soon as its POST is answered or fails: recording it, which for a
+delivery waits for its batch's commit, takes neither, so an endpoint that answers quickly
+is sent to while earlier answers are written (it still counts against the tenant's share
+and the total until it is recorded). So a dead endpoint (every attempt waits for the
+timeout) or one tenant's burst holds only its share: an endpoint or tenant at its share is
+left out of the next claim, and other tenants' messages are claimed past it. The waiting
 allowance keeps a busy, healthy endpoint's semaphore fed between two claims.
 """
 
@@ -74,12 +78,26 @@ class Lanes:
         if endpoint_id not in self._gates:
             self._gates[endpoint_id] = asyncio.Semaphore(self.per_endpoint)
 
-    def release(self, tenant_id: str, endpoint_id: str) -> None:
-        """One held claim is done with (attempted, or dropped unstarted)."""
+    def answered(self, endpoint_id: str) -> None:
+        """A held claim's POST was answered (or failed): it no longer takes its endpoint's share.
+
+        It stays held (the total, its tenant's share) until `release` with ``answered=True``.
+        """
+        self._leave_endpoint(endpoint_id)
+
+    def release(self, tenant_id: str, endpoint_id: str, *, answered: bool = False) -> None:
+        """One held claim is done with (attempted and recorded, or dropped unstarted).
+
+        ``answered``: `answered` was called for it already (its endpoint's share is free).
+        """
         self.held -= 1
         self.by_tenant[tenant_id] -= 1
         if self.by_tenant[tenant_id] <= 0:
             del self.by_tenant[tenant_id]
+        if not answered:
+            self._leave_endpoint(endpoint_id)
+
+    def _leave_endpoint(self, endpoint_id: str) -> None:
         self.by_endpoint[endpoint_id] -= 1
         if self.by_endpoint[endpoint_id] <= 0:
             del self.by_endpoint[endpoint_id]
