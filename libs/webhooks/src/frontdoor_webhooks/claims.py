@@ -34,7 +34,9 @@ SCAN: Final = 4
 # The candidates are found in the due index alone (a bounded walk), then locked by their
 # unique ID: an array, so the plan is an index look-up whatever the table's size (a join
 # here let the planner scan the whole table). Twice as many candidates as wanted: rows
-# another deliverer is claiming at this moment are skipped and the next ones taken.
+# another deliverer is claiming at this moment are skipped and the next ones taken. The
+# state is checked as `state || ''` on the rows found by ID, never as an index condition
+# (delivery.py, above `_SETTLE`).
 _FIND = """
 SELECT m.tenant_id, m.id, m.endpoint_id, m.next_attempt_at FROM webhook_messages AS m
   JOIN webhook_endpoints AS e ON e.tenant_id = m.tenant_id AND e.id = m.endpoint_id
@@ -48,7 +50,7 @@ SELECT m.tenant_id, m.id, m.endpoint_id, m.next_attempt_at FROM webhook_messages
           WHERE w.endpoint_id <> ALL($4::text[]) AND w.tenant_id <> ALL($5::text[])
           ORDER BY w.next_attempt_at {order}
           LIMIT 2 * $2))
-   AND m.state = 'pending' AND NOT m.parked AND m.next_attempt_at <= $1
+   AND m.state || '' = 'pending' AND NOT m.parked AND m.next_attempt_at <= $1
    AND (m.locked_until IS NULL OR m.locked_until < $1) AND e.enabled
  ORDER BY m.next_attempt_at {order}
  LIMIT $2
@@ -62,6 +64,18 @@ UPDATE webhook_messages AS m
  WHERE m.tenant_id = p.tenant_id AND m.id = p.id AND e.tenant_id = m.tenant_id AND e.id = m.endpoint_id
 RETURNING m.id, m.tenant_id, m.endpoint_id, m.event_type, m.body, m.purpose, m.operation_id,
           m.attempts AS attempt, m.locked_until, e.url, e.rate_limit_per_second, m.next_attempt_at AS due_at
+"""
+
+# A claim's lease renewed, and claims handed back: compare-and-set on the claim, found by its key.
+_EXTEND = """
+UPDATE webhook_messages SET locked_until = $5::timestamptz + $6::interval
+ WHERE id = $2 AND tenant_id || '' = $1 AND state || '' = 'pending' AND attempts = $3 AND locked_until = $4
+RETURNING locked_until
+"""
+_RELEASE = """
+UPDATE webhook_messages AS m SET attempts = m.attempts - 1, locked_until = NULL
+  FROM unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[]) AS c(t, i, a, lu)
+ WHERE m.id = c.i AND m.tenant_id || '' = c.t AND m.state || '' = 'pending' AND m.attempts = c.a AND m.locked_until = c.lu
 """
 
 
@@ -126,10 +140,7 @@ async def extend_lease(conn: asyncpg.Connection, claimed: ClaimedMessage, now: d
     is never renewed.
     """
     until = await conn.fetchval(
-        "UPDATE webhook_messages SET locked_until = $5::timestamptz + $6::interval"
-        " WHERE tenant_id = $1 AND id = $2 AND state = 'pending' AND attempts = $3 AND locked_until = $4"
-        " RETURNING locked_until",
-        claimed.tenant_id, claimed.id, claimed.attempt, claimed.locked_until, now, lease)
+        _EXTEND, claimed.tenant_id, claimed.id, claimed.attempt, claimed.locked_until, now, lease)
     return None if until is None else msgspec.structs.replace(claimed, locked_until=until)
 
 
@@ -140,10 +151,6 @@ async def release_claims(conn: asyncpg.Connection, claims: Sequence[ClaimedMessa
     process is left alone. Answers how many were handed back.
     """
     status = await conn.execute(
-        "UPDATE webhook_messages AS m SET attempts = m.attempts - 1, locked_until = NULL"
-        " FROM unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[]) AS c(t, i, a, lu)"
-        " WHERE m.tenant_id = c.t AND m.id = c.i AND m.state = 'pending' AND m.attempts = c.a"
-        " AND m.locked_until = c.lu",
-        [c.tenant_id for c in claims], [c.id for c in claims], [c.attempt for c in claims],
+        _RELEASE, [c.tenant_id for c in claims], [c.id for c in claims], [c.attempt for c in claims],
         [c.locked_until for c in claims])
     return int(status.split()[-1])

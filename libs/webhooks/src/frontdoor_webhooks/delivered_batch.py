@@ -40,6 +40,8 @@ MAX_WAIT: Final = 0.005
 # One statement, so one round trip and its own transaction: the attempt rows, the
 # compare-and-set of each message on its claim, and the health of the endpoints whose
 # messages it recorded (every part sees the same snapshot; the answer is the recorded IDs).
+# Each message is found by its key; `state || ''` keeps the state out of the index choice
+# (frontdoor_webhooks.delivery, above `_SETTLE`).
 _WRITE = """
 WITH attempts AS (
   INSERT INTO webhook_attempts (tenant_id, id, message_id, endpoint_id, attempt, url, started_at, duration_ms,
@@ -53,7 +55,7 @@ WITH attempts AS (
          delivered_at = r.ended, finished_at = r.ended
     FROM unnest($1::text[], $3::text[], $5::int[], $12::timestamptz[], $9::int[], $13::timestamptz[])
          AS r(t, i, a, lu, st, ended)
-   WHERE m.tenant_id = r.t AND m.id = r.i AND m.state = 'pending' AND m.attempts = r.a AND m.locked_until = r.lu
+   WHERE m.id = r.i AND m.tenant_id || '' = r.t AND m.state || '' = 'pending' AND m.attempts = r.a AND m.locked_until = r.lu
   RETURNING m.tenant_id, m.id, m.endpoint_id
 ), healthy AS (
   UPDATE webhook_endpoints AS e SET failing_since = NULL

@@ -58,6 +58,14 @@ _NO_EXHAUSTION_EVENT = frozenset({"delivery.exhausted", "endpoint.disabled", "co
 # An attempt's settle in one statement: its row, the message's next state while the claim is
 # still this one (compare-and-set; the answer is the message's ID, or none when the claim was
 # lost), and for a delivery ($17) the end of the endpoint's failure streak.
+#
+# `state || '' = 'pending'`, here and in every statement that finds a message by its key
+# (claims.py, delivered_batch.py): the state is checked on the row the key found and is never
+# an index condition. Written `state = 'pending'`, it matches `webhook_messages_by_state`
+# (tenant_id, state, ...); right after a burst, before autovacuum re-analyses the table, the
+# statistics say almost nothing is pending, so the planner preferred that index to the
+# unique key and read every pending row of the tenant (or, by skip scan, of all tenants) for
+# each message: 250-530 ms per delivered batch with 30,000 pending (bench/README.md).
 _SETTLE = """
 WITH attempt AS (
   INSERT INTO webhook_attempts (tenant_id, id, message_id, endpoint_id, attempt, url, started_at, duration_ms,
@@ -68,7 +76,7 @@ WITH attempt AS (
          delivered_at = CASE WHEN $5 = 'delivered' THEN $8 ELSE delivered_at END,
          finished_at = CASE WHEN $5 <> 'pending' THEN $8 END,
          failed_at = CASE WHEN $5 = 'delivered' THEN failed_at ELSE $8 END
-   WHERE tenant_id = $1 AND id = $2 AND state = 'pending' AND attempts = $3 AND locked_until = $4
+   WHERE id = $2 AND tenant_id || '' = $1 AND state || '' = 'pending' AND attempts = $3 AND locked_until = $4
   RETURNING id
 ), healthy AS (
   UPDATE webhook_endpoints SET failing_since = NULL
@@ -158,8 +166,8 @@ _CLAIM = """
         UPDATE webhook_messages AS m
            SET attempts = m.attempts + 1, locked_until = $2::timestamptz + $3::interval
           FROM webhook_endpoints AS e
-         WHERE m.id = $1 AND ($4::text IS NULL OR m.tenant_id = $4)
-           AND m.state = 'pending' AND m.next_attempt_at <= $2
+         WHERE m.id = $1 AND ($4::text IS NULL OR m.tenant_id || '' = $4)
+           AND m.state || '' = 'pending' AND m.next_attempt_at <= $2
            AND (m.locked_until IS NULL OR m.locked_until < $2)
            AND e.tenant_id = m.tenant_id AND e.id = m.endpoint_id AND e.enabled
         RETURNING m.id, m.tenant_id, m.endpoint_id, m.event_type, m.body, m.purpose, m.operation_id,
@@ -286,12 +294,16 @@ class Throttle(Protocol):
         ...
 
 
+_DEFER = """
+UPDATE webhook_messages SET attempts = attempts - 1, locked_until = NULL, next_attempt_at = $5
+ WHERE id = $2 AND tenant_id || '' = $1 AND state || '' = 'pending' AND attempts = $3 AND locked_until = $4
+"""
+
+
 async def _defer(conn: asyncpg.Connection, claimed: ClaimedMessage, until: datetime) -> None:
     """Hand a claim back unused: the attempt is not counted and the message is due at ``until``."""
     await conn.execute(
-        "UPDATE webhook_messages SET attempts = attempts - 1, locked_until = NULL, next_attempt_at = $5"
-        " WHERE tenant_id = $1 AND id = $2 AND state = 'pending' AND attempts = $3 AND locked_until = $4",
-        claimed.tenant_id, claimed.id, claimed.attempt, claimed.locked_until, until)
+        _DEFER, claimed.tenant_id, claimed.id, claimed.attempt, claimed.locked_until, until)
 
 
 async def _throttled_until(conn: asyncpg.Connection, claimed: ClaimedMessage, now: datetime, wait: float,
