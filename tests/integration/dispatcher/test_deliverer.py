@@ -235,6 +235,34 @@ async def test_a_deliverer_holds_only_its_share_of_one_endpoint(
         await conn.execute("UPDATE webhook_messages SET state = 'aborted' WHERE endpoint_id = $1", ep)
 
 
+async def test_a_claim_answers_at_most_what_each_endpoint_has_room_for(
+        console: AsyncTestClient[Any], tenant: TenantHandle, runtime: Runtime, web: MockWeb) -> None:
+    """A busy endpoint with room for a few is not read back by the hundred on every pass."""
+    seen: list[str] = []
+    held, other = await endpoint(console, tenant, web, seen), await endpoint(console, tenant, web, seen)
+    await enqueue(runtime, tenant.id, held, 30)
+    await enqueue(runtime, tenant.id, other, 30)
+    found_of: dict[str, int] = {}
+
+    def choose(found: list[Candidate]) -> list[Candidate]:  # takes nothing: only what was found is looked at
+        for c in found:
+            if c.endpoint_id in (held, other):
+                found_of[c.endpoint_id] = found_of.get(c.endpoint_id, 0) + 1
+        return []
+
+    async with runtime.pool.acquire() as conn:
+        claims, _ = await claim_due(conn, runtime.clock(), POLICY.lease, limit=200, choose=choose,
+                                    rooms={held: 2}, room=3)
+        assert claims == []
+        assert found_of == {held: 2, other: 3}
+        found_of.clear()
+        await claim_due(conn, runtime.clock(), POLICY.lease, limit=200, choose=choose)  # no rooms: up to the limit
+        assert found_of == {held: 30, other: 30}
+        assert await conn.fetchval("SELECT count(*) FROM webhook_messages WHERE endpoint_id = ANY($1)"
+                                   " AND locked_until IS NOT NULL", [held, other]) == 0
+        await conn.execute("UPDATE webhook_messages SET state = 'aborted' WHERE endpoint_id = ANY($1)", [held, other])
+
+
 async def test_a_chosen_row_the_lease_did_not_take_is_handed_back_to_the_caller(
         console: AsyncTestClient[Any], tenant: TenantHandle, runtime: Runtime, web: MockWeb) -> None:
     seen: list[str] = []

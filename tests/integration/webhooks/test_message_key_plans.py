@@ -48,7 +48,7 @@ def _statements() -> dict[str, tuple[str, tuple[Any, ...]]]:
         "extend lease": (claims._EXTEND, (NEW, ID, 1, LOCKED, NOW, LEASE)),
         "release claims": (claims._RELEASE, (*one, [1], [LOCKED])),
         "lease claims": (claims._LEASE, (NOW, LEASE, *one)),
-        "find due": (claims._FIND.format(order="ASC"), (NOW, 16, 64, [], [])),
+        "find due": (claims._FIND.format(order="ASC"), (NOW, 16, 64, [], [], [EP], [8], 64)),
     }
 
 

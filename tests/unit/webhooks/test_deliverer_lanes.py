@@ -43,3 +43,12 @@ def test_an_endpoints_gate_goes_when_nothing_of_it_is_unanswered_and_a_new_one_i
     assert lanes.held == 2 and "ep_a" not in lanes.by_endpoint
     lanes.choose(_claims(1))
     assert lanes.gate("ep_a") is not gate and lanes.gate("ep_a")._value == 2
+
+
+def test_endpoint_rooms_are_what_each_held_endpoint_may_still_take() -> None:
+    lanes = Lanes(per_endpoint=2, per_endpoint_waiting=3)
+    lanes.choose(_claims(2) + _claims(5, endpoint="ep_b"))
+    assert lanes.endpoint_share == 5
+    assert lanes.endpoint_rooms() == {"ep_a": 3, "ep_b": 0}
+    lanes.answered("ep_b")
+    assert lanes.endpoint_rooms() == {"ep_a": 3, "ep_b": 1}

@@ -17,7 +17,7 @@ grow with the backlog.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Final, Literal
 
@@ -34,27 +34,38 @@ SCAN: Final = 4
 # The candidates are found in the due index alone (a bounded walk), then locked by their
 # unique ID: an array, so the plan is an index look-up whatever the table's size (a join
 # here let the planner scan the whole table). Twice as many candidates as wanted: rows
-# another deliverer is claiming at this moment are skipped and the next ones taken. The
+# another deliverer is claiming at this moment are skipped and the next ones taken. Of the
+# rows locked, only as many of each endpoint as the caller has room for (`rooms`) are read
+# back: a pass does not decode hundreds of rows of a busy endpoint to keep the few its share
+# takes (the others are unlocked at the commit, as those it does not choose). The
 # state is checked as `state || ''` on the rows found by ID, never as an index condition
 # (delivery.py, above `_SETTLE`).
 _FIND = """
-SELECT m.tenant_id, m.id, m.endpoint_id, m.next_attempt_at FROM webhook_messages AS m
-  JOIN webhook_endpoints AS e ON e.tenant_id = m.tenant_id AND e.id = m.endpoint_id
- WHERE m.id = ANY(ARRAY(
-         SELECT w.id FROM (
-           SELECT id, tenant_id, endpoint_id, next_attempt_at FROM webhook_messages
-            WHERE state = 'pending' AND NOT parked AND next_attempt_at <= $1
-              AND (locked_until IS NULL OR locked_until < $1)
-            ORDER BY next_attempt_at {order}
-            LIMIT $3) AS w
-          WHERE w.endpoint_id <> ALL($4::text[]) AND w.tenant_id <> ALL($5::text[])
-          ORDER BY w.next_attempt_at {order}
-          LIMIT 2 * $2))
-   AND m.state || '' = 'pending' AND NOT m.parked AND m.next_attempt_at <= $1
-   AND (m.locked_until IS NULL OR m.locked_until < $1) AND e.enabled
- ORDER BY m.next_attempt_at {order}
- LIMIT $2
-   FOR UPDATE OF m SKIP LOCKED
+WITH locked AS (
+  SELECT m.tenant_id, m.id, m.endpoint_id, m.next_attempt_at FROM webhook_messages AS m
+    JOIN webhook_endpoints AS e ON e.tenant_id = m.tenant_id AND e.id = m.endpoint_id
+   WHERE m.id = ANY(ARRAY(
+           SELECT w.id FROM (
+             SELECT id, tenant_id, endpoint_id, next_attempt_at FROM webhook_messages
+              WHERE state = 'pending' AND NOT parked AND next_attempt_at <= $1
+                AND (locked_until IS NULL OR locked_until < $1)
+              ORDER BY next_attempt_at {order}
+              LIMIT $3) AS w
+            WHERE w.endpoint_id <> ALL($4::text[]) AND w.tenant_id <> ALL($5::text[])
+            ORDER BY w.next_attempt_at {order}
+            LIMIT 2 * $2))
+     AND m.state || '' = 'pending' AND NOT m.parked AND m.next_attempt_at <= $1
+     AND (m.locked_until IS NULL OR m.locked_until < $1) AND e.enabled
+   ORDER BY m.next_attempt_at {order}
+   LIMIT $2
+     FOR UPDATE OF m SKIP LOCKED
+)
+SELECT l.tenant_id, l.id, l.endpoint_id, l.next_attempt_at FROM (
+  SELECT locked.*, row_number() OVER (PARTITION BY locked.endpoint_id ORDER BY locked.next_attempt_at {order}) AS nth
+    FROM locked) AS l
+  LEFT JOIN unnest($6::text[], $7::int[]) AS r(endpoint_id, room) ON r.endpoint_id = l.endpoint_id
+ WHERE l.nth <= coalesce(r.room, $8)
+ ORDER BY l.next_attempt_at {order}
 """
 
 _LEASE = """
@@ -92,6 +103,7 @@ async def claim_due(conn: asyncpg.Connection, now: datetime, lease: timedelta, *
                     exclude_endpoints: Sequence[str] = (), exclude_tenants: Sequence[str] = (),
                     order: Literal["oldest", "newest"] = "oldest",
                     unclaimed: Callable[[Candidate], None] | None = None,
+                    rooms: Mapping[str, int] | None = None, room: int | None = None,
                     ) -> tuple[list[tuple[ClaimedMessage, datetime]], int]:
     """Claim what ``choose`` keeps of up to ``limit`` due messages; the claims and how many were found.
 
@@ -105,13 +117,18 @@ async def claim_due(conn: asyncpg.Connection, now: datetime, lease: timedelta, *
         order: ``newest`` walks the due index from its newest end (see the module).
         unclaimed: Called for each chosen row the lease did not take after all (its
             endpoint went away meanwhile), so the caller stops counting it.
+        rooms: How many more claims of each endpoint the caller could take (those it holds
+            some of); ``room``: of any other endpoint (default: ``limit``). Of the rows
+            found and locked, only that many of each endpoint are answered (and counted).
 
     Each claim comes with the time its message was due (for the lag metric). Messages of
     disabled endpoints are never found (parked, or their endpoint's ``enabled`` false).
     """
     sql = _FIND.format(order="DESC" if order == "newest" else "ASC")
     async with conn.transaction():
-        rows = await conn.fetch(sql, now, limit, limit * SCAN, list(exclude_endpoints), list(exclude_tenants))
+        held = rooms or {}
+        rows = await conn.fetch(sql, now, limit, limit * SCAN, list(exclude_endpoints), list(exclude_tenants),
+                                list(held), list(held.values()), limit if room is None else room)
         found = [Candidate(r["tenant_id"], r["id"], r["endpoint_id"]) for r in rows]
         chosen = choose(found) if found else []
         if not chosen:

@@ -205,7 +205,8 @@ class Deliverer:
         full_endpoints, full_tenants = lanes.full_endpoints(), lanes.full_tenants()
         claims, found = await claim_due(conn, now, self._policy.lease, limit=limit, choose=lanes.choose,
                                         exclude_endpoints=full_endpoints, exclude_tenants=full_tenants,
-                                        unclaimed=self._unclaimed)
+                                        unclaimed=self._unclaimed, rooms=lanes.endpoint_rooms(),
+                                        room=lanes.endpoint_share)
         shares_full = bool(full_endpoints or full_tenants or lanes.full_endpoints())
         if found < limit and shares_full and (news or time.monotonic() - self._newest_at >= NEWEST_EVERY):
             # A backlog at its share fills the oldest end of the due index: look at the newest too.
@@ -213,7 +214,8 @@ class Deliverer:
             more, _ = await claim_due(conn, now, self._policy.lease, limit=min(lanes.room, self._batch),
                                       choose=lanes.choose, exclude_endpoints=lanes.full_endpoints(),
                                       exclude_tenants=lanes.full_tenants(), order="newest",
-                                      unclaimed=self._unclaimed)
+                                      unclaimed=self._unclaimed, rooms=lanes.endpoint_rooms(),
+                                      room=lanes.endpoint_share)
             claims += more
         for claimed, due_at in claims:
             self._start(claimed, due_at, now)

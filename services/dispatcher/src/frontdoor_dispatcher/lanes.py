@@ -54,6 +54,16 @@ class Lanes:
         cap = self.per_endpoint + self.per_endpoint_waiting
         return [e for e, n in self.by_endpoint.items() if n >= cap]
 
+    def endpoint_rooms(self) -> dict[str, int]:
+        """How many more claims each endpoint this deliverer holds claims of may take (0: at its share)."""
+        cap = self.per_endpoint + self.per_endpoint_waiting
+        return {e: max(cap - n, 0) for e, n in self.by_endpoint.items()}
+
+    @property
+    def endpoint_share(self) -> int:
+        """Claims one endpoint may hold not yet answered (its room when none are held)."""
+        return self.per_endpoint + self.per_endpoint_waiting
+
     def full_tenants(self) -> list[str]:
         """Tenants at their share."""
         return [t for t, n in self.by_tenant.items() if n >= self.per_tenant]
