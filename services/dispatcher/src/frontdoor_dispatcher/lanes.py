@@ -51,12 +51,12 @@ class Lanes:
 
     def full_endpoints(self) -> list[str]:
         """Endpoints at their share (left out of the next claim)."""
-        cap = self.per_endpoint + self.per_endpoint_waiting
+        cap = self.endpoint_share
         return [e for e, n in self.by_endpoint.items() if n >= cap]
 
     def endpoint_rooms(self) -> dict[str, int]:
         """How many more claims each endpoint this deliverer holds claims of may take (0: at its share)."""
-        cap = self.per_endpoint + self.per_endpoint_waiting
+        cap = self.endpoint_share
         return {e: max(cap - n, 0) for e, n in self.by_endpoint.items()}
 
     @property
@@ -71,7 +71,7 @@ class Lanes:
     def choose(self, found: list[Candidate]) -> list[Candidate]:
         """Those of ``found`` there is room for, in order; each chosen one is counted as held."""
         chosen = []
-        cap = self.per_endpoint + self.per_endpoint_waiting
+        cap = self.endpoint_share
         for c in found:
             if self.held >= self.total:
                 break
