@@ -263,6 +263,45 @@ async def test_a_claim_answers_at_most_what_each_endpoint_has_room_for(
         await conn.execute("UPDATE webhook_messages SET state = 'aborted' WHERE endpoint_id = ANY($1)", [held, other])
 
 
+async def test_a_claim_locks_only_what_each_endpoint_has_room_for(
+        console: AsyncTestClient[Any], tenant: TenantHandle, runtime: Runtime, web: MockWeb) -> None:
+    """A row lock is a write: a pass with room for 2 of a busy endpoint's 40 locks 2, not a batch."""
+    seen: list[str] = []
+    ep = await endpoint(console, tenant, web, seen)
+    await enqueue(runtime, tenant.id, ep, 40)
+
+    def nothing(found: list[Candidate]) -> list[Candidate]:
+        return []
+
+    async with runtime.pool.acquire() as conn:
+        await claim_due(conn, runtime.clock(), POLICY.lease, limit=200, choose=nothing, rooms={ep: 2})
+        # a row locked FOR UPDATE keeps the locker's transaction ID in xmax after the commit
+        locked = await conn.fetchval("SELECT count(*) FROM webhook_messages WHERE endpoint_id = $1"
+                                     " AND xmax::text <> '0'", ep)
+        assert locked == 2
+        await conn.execute("UPDATE webhook_messages SET state = 'aborted' WHERE endpoint_id = $1", ep)
+
+
+async def test_rows_another_claim_holds_are_skipped_and_the_endpoints_next_rows_taken(
+        console: AsyncTestClient[Any], tenant: TenantHandle, runtime: Runtime, web: MockWeb) -> None:
+    """Two deliverers claiming at once both get work: for each row skipped, one of the endpoint's next."""
+    seen: list[str] = []
+    ep = await endpoint(console, tenant, web, seen)
+    ids = await enqueue(runtime, tenant.id, ep, 10, ago=timedelta(seconds=1))
+
+    def mine(found: list[Candidate]) -> list[Candidate]:
+        return [c for c in found if c.endpoint_id == ep]
+
+    async with runtime.pool.acquire() as other, other.transaction(), runtime.pool.acquire() as conn:
+        # another deliverer's claim, between its look-up and its commit: the three oldest rows locked
+        await other.execute("SELECT 1 FROM webhook_messages WHERE id = ANY($1) FOR UPDATE", ids[:3])
+        claims, _ = await claim_due(conn, runtime.clock(), POLICY.lease, limit=200, choose=mine, rooms={ep: 4})
+        assert [c.id for c, _ in claims] == ids[3:7]  # its room's worth, past the locked rows
+        await release_claims(conn, [c for c, _ in claims])
+    async with runtime.pool.acquire() as conn:
+        await conn.execute("UPDATE webhook_messages SET state = 'aborted' WHERE endpoint_id = $1", ep)
+
+
 async def test_a_chosen_row_the_lease_did_not_take_is_handed_back_to_the_caller(
         console: AsyncTestClient[Any], tenant: TenantHandle, runtime: Runtime, web: MockWeb) -> None:
     seen: list[str] = []

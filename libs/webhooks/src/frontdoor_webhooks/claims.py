@@ -33,39 +33,54 @@ SCAN: Final = 4
 
 # The candidates are found in the due index alone (a bounded walk), then locked by their
 # unique ID: an array, so the plan is an index look-up whatever the table's size (a join
-# here let the planner scan the whole table). Twice as many candidates as wanted: rows
-# another deliverer is claiming at this moment are skipped and the next ones taken. Of the
-# rows locked, only as many of each endpoint as the caller has room for (`rooms`) are read
-# back: a pass does not decode hundreds of rows of a busy endpoint to keep the few its share
-# takes (the others are unlocked at the commit, as those it does not choose). The
-# state is checked as `state || ''` on the rows found by ID, never as an index condition
-# (delivery.py, above `_SETTLE`).
+# here let the planner scan the whole table). Only what the caller has room for is locked
+# (`rooms`: of each endpoint, as many as it could still take; ``$8`` of any other): a row
+# lock is a write, and a pass that locked a batch's worth of a busy endpoint's rows to keep
+# the few its share takes cost PostgreSQL more than the claims (bench/README.md). Rows
+# another deliverer is claiming at this moment are skipped (SKIP LOCKED); for those, and
+# only as many, the endpoint's next rows are taken instead (`spares`: up to its room again),
+# so two deliverers claiming at once both get work. The room is applied once more to what
+# was locked (a spare may stand in for another endpoint's skipped row). The state is checked
+# as `state || ''` on the rows found by ID, never as an index condition (delivery.py, above
+# `_SETTLE`).
 _FIND = """
-WITH locked AS (
+WITH candidates AS (
+  SELECT w.id, w.next_attempt_at, w.nth <= coalesce(r.room, $8) AS first FROM (
+    SELECT id, endpoint_id, next_attempt_at,
+           row_number() OVER (PARTITION BY endpoint_id ORDER BY next_attempt_at {order}) AS nth FROM (
+      SELECT id, tenant_id, endpoint_id, next_attempt_at FROM webhook_messages
+       WHERE state = 'pending' AND NOT parked AND next_attempt_at <= $1
+         AND (locked_until IS NULL OR locked_until < $1)
+       ORDER BY next_attempt_at {order}
+       LIMIT $3) AS walked
+     WHERE endpoint_id <> ALL($4::text[]) AND tenant_id <> ALL($5::text[])) AS w
+    LEFT JOIN unnest($6::text[], $7::int[]) AS r(endpoint_id, room) ON r.endpoint_id = w.endpoint_id
+   WHERE w.nth <= 2 * coalesce(r.room, $8)
+), firsts AS (
   SELECT m.tenant_id, m.id, m.endpoint_id, m.next_attempt_at FROM webhook_messages AS m
     JOIN webhook_endpoints AS e ON e.tenant_id = m.tenant_id AND e.id = m.endpoint_id
-   WHERE m.id = ANY(ARRAY(
-           SELECT w.id FROM (
-             SELECT id, tenant_id, endpoint_id, next_attempt_at FROM webhook_messages
-              WHERE state = 'pending' AND NOT parked AND next_attempt_at <= $1
-                AND (locked_until IS NULL OR locked_until < $1)
-              ORDER BY next_attempt_at {order}
-              LIMIT $3) AS w
-            WHERE w.endpoint_id <> ALL($4::text[]) AND w.tenant_id <> ALL($5::text[])
-            ORDER BY w.next_attempt_at {order}
-            LIMIT 2 * $2))
+   WHERE m.id = ANY(ARRAY(SELECT id FROM candidates WHERE first ORDER BY next_attempt_at {order} LIMIT $2))
      AND m.state || '' = 'pending' AND NOT m.parked AND m.next_attempt_at <= $1
      AND (m.locked_until IS NULL OR m.locked_until < $1) AND e.enabled
    ORDER BY m.next_attempt_at {order}
-   LIMIT $2
+     FOR UPDATE OF m SKIP LOCKED
+), spares AS (
+  SELECT m.tenant_id, m.id, m.endpoint_id, m.next_attempt_at FROM webhook_messages AS m
+    JOIN webhook_endpoints AS e ON e.tenant_id = m.tenant_id AND e.id = m.endpoint_id
+   WHERE m.id = ANY(ARRAY(SELECT id FROM candidates WHERE NOT first ORDER BY next_attempt_at {order} LIMIT $2))
+     AND m.state || '' = 'pending' AND NOT m.parked AND m.next_attempt_at <= $1
+     AND (m.locked_until IS NULL OR m.locked_until < $1) AND e.enabled
+   ORDER BY m.next_attempt_at {order}
+   LIMIT (SELECT least($2, count(*)) FROM candidates WHERE first) - (SELECT count(*) FROM firsts)
      FOR UPDATE OF m SKIP LOCKED
 )
 SELECT l.tenant_id, l.id, l.endpoint_id, l.next_attempt_at FROM (
-  SELECT locked.*, row_number() OVER (PARTITION BY locked.endpoint_id ORDER BY locked.next_attempt_at {order}) AS nth
-    FROM locked) AS l
+  SELECT u.*, row_number() OVER (PARTITION BY u.endpoint_id ORDER BY u.next_attempt_at {order}) AS nth
+    FROM (SELECT * FROM firsts UNION ALL SELECT * FROM spares) AS u) AS l
   LEFT JOIN unnest($6::text[], $7::int[]) AS r(endpoint_id, room) ON r.endpoint_id = l.endpoint_id
  WHERE l.nth <= coalesce(r.room, $8)
  ORDER BY l.next_attempt_at {order}
+ LIMIT $2
 """
 
 _LEASE = """
