@@ -34,16 +34,51 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _start(args: list[str], settings: Settings, kek_value: str, tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
+def _launch(args: list[str], settings: Settings, kek_value: str, tmp_path: Path,
+            port: int) -> subprocess.Popen[bytes]:
     env = {**os.environ, "FRONTDOOR_ENV": "test", "DATABASE_URL": settings.database_url,
            "REDIS_URL": settings.redis_url, "FRONTDOOR_KEK": kek_value, "FRONTDOOR_DATA_DIR": str(tmp_path),
            "FRONTDOOR_METRICS_PORT": str(port)}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     celery = str(Path(sys.executable).with_name("celery"))
-    proc = subprocess.Popen([celery, "-A", "frontdoor_dispatcher.celery_app", *args], env=env,
-                            stdout=(tmp_path / f"{args[0]}.log").open("wb"), stderr=subprocess.STDOUT)
-    return proc, f"http://127.0.0.1:{port}"
+    return subprocess.Popen([celery, "-A", "frontdoor_dispatcher.celery_app", *args], env=env,
+                            stdout=(tmp_path / f"{args[0]}-{port}.log").open("wb"), stderr=subprocess.STDOUT)
+
+
+def _serving(base: str) -> bool:
+    """True when ``base`` answers with Prometheus text."""
+    try:
+        r = httpx.get(f"{base}/metrics", timeout=2.0)
+        list(text_string_to_metric_families(r.text))
+    except (httpx.TransportError, ValueError):
+        return False
+    return r.status_code == 200
+
+
+def _start(args: list[str], settings: Settings, kek_value: str, tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``celery <args>`` and answer once its metrics listener answers.
+
+    The port is picked free, but another xdist worker's server may take it before Celery
+    binds it: Celery's listener then fails (``Address already in use`` in its log) and that
+    server answers. The listener binds before the worker says it is ready (beat: before it
+    starts), so a ready process without that error is the one answering; otherwise it is
+    started again on another port.
+    """
+    ready = b"ready." if args[0] == "worker" else b"beat: Starting"
+    for _ in range(3):
+        port = _free_port()
+        proc, base = _launch(args, settings, kek_value, tmp_path, port), f"http://127.0.0.1:{port}"
+        log = tmp_path / f"{args[0]}-{port}.log"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            text = log.read_bytes()
+            if b"Address already in use" in text:
+                break
+            if ready in text and _serving(base):
+                return proc, base
+            time.sleep(0.2)
+        _stop(proc)
+    raise AssertionError("celery never served its metrics on a port of its own")
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -93,17 +128,7 @@ async def test_beat_counts_the_jobs_it_sends(settings: Settings, migrated: str, 
 
 
 async def test_prefork_children_runs_are_served_by_the_parent(settings: Settings, worker: tuple[str, str]) -> None:
-    queue, base = worker
-
-    async def listening() -> None:
-        try:
-            async with httpx.AsyncClient() as c:
-                r = await c.get(f"{base}/metrics")
-        except httpx.TransportError as exc:
-            raise AssertionError("not listening yet") from exc
-        assert r.status_code == 200
-
-    await eventually(listening, timeout=60)
+    queue, base = worker  # listening (`_start`)
     client = Celery("metrics-test-client", broker=settings.redis_url.replace("unix://", "redis+socket://"),
                     set_as_current=False)
     sent_at = time.time()
