@@ -70,13 +70,17 @@ def _start(args: list[str], settings: Settings, kek_value: str, tmp_path: Path) 
         proc, base = _launch(args, settings, kek_value, tmp_path, port), f"http://127.0.0.1:{port}"
         log = tmp_path / f"{args[0]}-{port}.log"
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None:
-            text = log.read_bytes()
-            if b"Address already in use" in text:
-                break
-            if ready in text and _serving(base):
-                return proc, base
-            time.sleep(0.2)
+        try:
+            while time.monotonic() < deadline and proc.poll() is None:
+                text = log.read_bytes()
+                if b"Address already in use" in text:
+                    break
+                if ready in text and _serving(base):
+                    return proc, base
+                time.sleep(0.2)
+        except BaseException:  # a timeout or Ctrl-C while waiting: never leave the process behind
+            _stop(proc)
+            raise
         _stop(proc)
     raise AssertionError("celery never served its metrics on a port of its own")
 
