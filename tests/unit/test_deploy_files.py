@@ -487,6 +487,21 @@ def data_dir_problems(compose: dict[str, Any]) -> list[str]:
     return problems
 
 
+def test_every_frontdoor_service_may_stop_gracefully(compose: dict[str, Any]) -> None:
+    """Compose's stop grace covers the launcher's worker kill timeout and a webhook's timeout."""
+    from frontdoor_core.serving import WORKERS_KILL_TIMEOUT_S
+
+    short = {}
+    for name, svc in compose["services"].items():
+        if name in {"postgres", "redis", "migrate", "otel-collector"}:
+            continue
+        grace = str(svc.get("stop_grace_period", "10s"))
+        assert grace.endswith("s") and grace[:-1].isdigit(), (name, grace)
+        if int(grace[:-1]) <= max(WORKERS_KILL_TIMEOUT_S, 15):
+            short[name] = grace
+    assert short == {}
+
+
 def test_read_only_services_can_write_their_data_dir(compose: dict[str, Any]) -> None:
     assert data_dir_problems(compose) == []
     broken = {"services": {"deliverer": {**compose["services"]["deliverer"], "tmpfs": ["/tmp"]}}}
