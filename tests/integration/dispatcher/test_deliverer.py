@@ -466,9 +466,10 @@ async def test_a_stop_during_the_pause_between_two_passes_is_not_lost(
     """A wake-up that comes while the loop waits out its least time between passes (``TICK``) counts.
 
     The wake-up flag used to be cleared after that pause, so a `stop` during it was forgotten
-    and the deliverer slept on until its next retry check (``idle_wake``, 30 s here).
+    and the deliverer slept on until its next retry check (``idle_wake``, 30 s here). A stop
+    also ends the pause itself (``TICK`` is 60 s here).
     """
-    monkeypatch.setattr(deliverer_module, "TICK", 3.0)
+    monkeypatch.setattr(deliverer_module, "TICK", 60.0)
     deliverer = make(runtime, web, Kek.from_env_value(kek_value), lanes=_TenantsLanes(set()))
     task = asyncio.create_task(deliverer.run())
     try:
@@ -476,8 +477,27 @@ async def test_a_stop_during_the_pause_between_two_passes_is_not_lost(
         deliverer._wake.set()  # an attempt ended, say: the next pass waits until TICK after the last one
         await asyncio.sleep(0.5)  # inside that pause
         deliverer.stop()
-        await asyncio.wait_for(asyncio.shield(task), 10)  # not idle_wake's 30 s
+        await asyncio.wait_for(asyncio.shield(task), 10)  # neither idle_wake's 30 s nor the pause's 60 s
     finally:
         deliverer.stop()
         if not task.done():
             task.cancel()
+
+
+async def test_a_backlogged_endpoint_is_claimed_for_as_soon_as_half_its_share_is_free(
+        console: AsyncTestClient[Any], tenant: TenantHandle, runtime: Runtime, web: MockWeb, kek_value: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Paced passes (``TICK`` apart) would feed an endpoint at most its share per pass: 40 messages at 4
+    per pass, 30 s apart, would take minutes. An endpoint whose last claim took all its room is
+    claimed for again once half its share is free, without waiting out the pace."""
+    monkeypatch.setattr(deliverer_module, "TICK", 30.0)
+    seen: list[str] = []
+    ep = await endpoint(console, tenant, web, seen)
+    deliverer = make(runtime, web, Kek.from_env_value(kek_value), batch=16,
+                     lanes=Lanes(per_endpoint=2, per_endpoint_waiting=2))
+    ids = await enqueue(runtime, tenant.id, ep, 40, ago=timedelta(seconds=1))
+    async with running(deliverer):
+        async def all_arrived() -> None:
+            assert sorted(set(seen) & set(ids)) == sorted(ids)
+
+        await eventually(all_arrived, timeout=15.0)

@@ -52,3 +52,29 @@ def test_endpoint_rooms_are_what_each_held_endpoint_may_still_take() -> None:
     assert lanes.endpoint_rooms() == {"ep_a": 3, "ep_b": 0}
     lanes.answered("ep_b")
     assert lanes.endpoint_rooms() == {"ep_a": 3, "ep_b": 1}
+
+
+def test_an_endpoint_that_took_all_its_room_is_claimed_for_again_once_half_its_share_is_free() -> None:
+    from collections import Counter
+
+    lanes = Lanes(per_endpoint=2, per_endpoint_waiting=6)  # share 8
+    taken = lanes.choose(_claims(8))
+    lanes.claimed({}, lanes.endpoint_share, Counter(c.endpoint_id for c in taken))
+    assert lanes.backlogged == {"ep_a"} and not lanes.hungry()  # all its room taken: nothing free yet
+    for n in range(1, 5):
+        lanes.answered("ep_a")
+        assert lanes.hungry() is (n >= 4)  # half the share free again: a pass now, not after the pause
+    rooms = lanes.endpoint_rooms()
+    more = lanes.choose(_claims(2, endpoint="ep_a"))  # fewer due than its room: the backlog is over
+    lanes.claimed(rooms, lanes.endpoint_share, Counter(c.endpoint_id for c in more))
+    assert lanes.backlogged == set() and not lanes.hungry()
+
+
+def test_a_backlogged_endpoint_that_is_no_longer_held_is_forgotten_by_the_next_pass() -> None:
+    from collections import Counter
+
+    lanes = Lanes(per_endpoint=1, per_endpoint_waiting=1)
+    lanes.claimed({}, lanes.endpoint_share, Counter({"ep_a": 2}))
+    assert lanes.hungry()  # nothing of it held: all its room is free
+    lanes.claimed({}, lanes.endpoint_share, Counter())  # a pass found none of it
+    assert lanes.backlogged == set() and not lanes.hungry()

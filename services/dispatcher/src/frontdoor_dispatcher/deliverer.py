@@ -38,6 +38,7 @@ import contextlib
 import os
 import signal
 import time
+from collections import Counter
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -72,7 +73,10 @@ _log = structlog.get_logger("frontdoor.deliverer")
 BATCH: Final = 256
 IDLE_WAKE: Final = 1.0
 TICK: Final = 0.01
-"""Least time between two passes that found less than a full batch: claims come in batches."""
+"""Least time between two passes that found less than a full batch: claims come in batches.
+
+Not for an endpoint with a backlog (`Lanes.hungry`): it is claimed for as soon as half its
+share is free, so its permits are never idle waiting out the pace."""
 NEWEST_EVERY: Final = 0.25
 """Without a NOTIFY, the newest end of the due index is looked at no more often than this."""
 DUE_CHECK_EVERY: Final = 0.2
@@ -203,10 +207,11 @@ class Deliverer:
             return False
         now = self._clock()
         full_endpoints, full_tenants = lanes.full_endpoints(), lanes.full_tenants()
+        rooms = lanes.endpoint_rooms()
         claims, found = await claim_due(conn, now, self._policy.lease, limit=limit, choose=lanes.choose,
                                         exclude_endpoints=full_endpoints, exclude_tenants=full_tenants,
-                                        unclaimed=self._unclaimed, rooms=lanes.endpoint_rooms(),
-                                        room=lanes.endpoint_share)
+                                        unclaimed=self._unclaimed, rooms=rooms, room=lanes.endpoint_share)
+        lanes.claimed(rooms, lanes.endpoint_share, Counter(c.endpoint_id for c, _ in claims))
         shares_full = bool(full_endpoints or full_tenants or lanes.full_endpoints())
         if found < limit and shares_full and (news or time.monotonic() - self._newest_at >= NEWEST_EVERY):
             # A backlog at its share fills the oldest end of the due index: look at the newest too.
@@ -303,8 +308,9 @@ class Deliverer:
             # Cleared before the pause: a wake-up during it (`stop` included) is not lost.
             self._wake.clear()
             pause = last + TICK - time.monotonic()
-            if pause > 0:
-                await asyncio.sleep(pause)
+            if pause > 0 and not self.lanes.hungry():
+                with contextlib.suppress(TimeoutError):  # a stop ends the pause at once
+                    await asyncio.wait_for(self._stopping.wait(), timeout=pause)
             if self._stopping.is_set():
                 break
             news, self._news = self._news, False

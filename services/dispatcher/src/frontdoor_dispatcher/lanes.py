@@ -42,6 +42,8 @@ class Lanes:
     held: int = 0
     by_tenant: Counter[str] = field(default_factory=Counter)
     by_endpoint: Counter[str] = field(default_factory=Counter)
+    backlogged: set[str] = field(default_factory=set)
+    """Endpoints whose last claim took all the room they had: more of their messages are likely due."""
     _gates: dict[str, asyncio.Semaphore] = field(default_factory=dict)
 
     @property
@@ -63,6 +65,23 @@ class Lanes:
     def endpoint_share(self) -> int:
         """Claims one endpoint may hold not yet answered (its room when none are held)."""
         return self.per_endpoint + self.per_endpoint_waiting
+
+    def claimed(self, rooms: dict[str, int], room: int, taken: Counter[str]) -> None:
+        """After a claim pass: note which endpoints took all their room (``rooms``, else ``room``) and which did not."""
+        for endpoint_id in set(rooms) | set(taken) | self.backlogged:
+            if taken[endpoint_id] > 0 and taken[endpoint_id] >= rooms.get(endpoint_id, room):
+                self.backlogged.add(endpoint_id)
+            else:
+                self.backlogged.discard(endpoint_id)
+
+    def hungry(self) -> bool:
+        """A backlogged endpoint has room for half its share again: claim for it now, not after a pause.
+
+        Its permits have at most one round of claims left to send (``per_endpoint`` waiting);
+        a pass now keeps them fed instead of idling until the next paced pass.
+        """
+        cap = self.endpoint_share
+        return any(cap - self.by_endpoint.get(e, 0) >= cap // 2 for e in self.backlogged)
 
     def full_tenants(self) -> list[str]:
         """Tenants at their share."""
