@@ -78,3 +78,15 @@ def test_a_backlogged_endpoint_that_is_no_longer_held_is_forgotten_by_the_next_p
     assert lanes.hungry()  # nothing of it held: all its room is free
     lanes.claimed({}, lanes.endpoint_share, Counter())  # a pass found none of it
     assert lanes.backlogged == set() and not lanes.hungry()
+
+
+def test_a_pass_with_no_room_for_a_backlogged_endpoint_says_nothing_of_its_backlog() -> None:
+    from collections import Counter
+
+    lanes = Lanes(per_endpoint=1, per_endpoint_waiting=1)
+    lanes.choose(_claims(2))
+    lanes.claimed({}, lanes.endpoint_share, Counter({"ep_a": 2}))
+    lanes.claimed(lanes.endpoint_rooms(), lanes.endpoint_share, Counter())  # at its share: left out of the pass
+    assert lanes.backlogged == {"ep_a"}
+    lanes.answered("ep_a")
+    assert lanes.hungry()

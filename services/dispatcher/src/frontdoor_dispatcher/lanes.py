@@ -67,9 +67,15 @@ class Lanes:
         return self.per_endpoint + self.per_endpoint_waiting
 
     def claimed(self, rooms: dict[str, int], room: int, taken: Counter[str]) -> None:
-        """After a claim pass: note which endpoints took all their room (``rooms``, else ``room``) and which did not."""
+        """After a claim pass: note which endpoints took all their room (``rooms``, else ``room``) and which did not.
+
+        An endpoint the pass had no room for (left out of it) keeps what the last pass said.
+        """
         for endpoint_id in set(rooms) | set(taken) | self.backlogged:
-            if taken[endpoint_id] > 0 and taken[endpoint_id] >= rooms.get(endpoint_id, room):
+            had = rooms.get(endpoint_id, room)
+            if had <= 0:
+                continue
+            if taken[endpoint_id] >= had:
                 self.backlogged.add(endpoint_id)
             else:
                 self.backlogged.discard(endpoint_id)
@@ -77,8 +83,8 @@ class Lanes:
     def hungry(self) -> bool:
         """A backlogged endpoint has room for half its share again: claim for it now, not after a pause.
 
-        Its permits have at most one round of claims left to send (``per_endpoint`` waiting);
-        a pass now keeps them fed instead of idling until the next paced pass.
+        With the defaults (16 at once, 48 waiting) about one round of its claims is left waiting
+        for its permits then; a pass now keeps them fed instead of idle until the next paced pass.
         """
         cap = self.endpoint_share
         return any(cap - self.by_endpoint.get(e, 0) >= cap // 2 for e in self.backlogged)
